@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the tests on the GPU machine from a build made here and carried there (default build-gpu/,
+# made by `TENSORACLE_BUILD_DIR=build-gpu scripts/build.sh -DTENSORACLE_CUDA_ARCHITECTURES=90-real`).
+# The device machine has no Debian -dev packages and a different checkout path, so this runs the
+# test programs directly instead of through ctest. Logs go to $OUT; a summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu}
+out=${OUT:-/tmp/tensoracle-gpu-check}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/$build/src:${LD_LIBRARY_PATH:-}"
+export TENSORACLE_REQUIRE_GPU=1
+export TENSORACLE_CLI="$PWD/$build/tools/cli/tensoracle"
+export TENSORACLE_SAFETENSORS_REWRITE="$PWD/$build/tests/safetensors_rewrite"
+export TENSORACLE_FLOAT_REFS_DIR="$PWD/$build/float_refs_device"
+summary=()
+step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
+  local name=$1
+  shift
+  local start=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then
+    summary+=("PASS $name ($((SECONDS - start)) s)")
+  else
+    summary+=("FAIL $name ($((SECONDS - start)) s): see $name.log")
+    tail -n 30 "$out/$name.log"
+  fi
+}
+nvidia-smi >"$out/nvidia-smi.log" 2>&1
+step version "$TENSORACLE_CLI" --version
+step float_refs python3 tests/python/gen_float_references.py "$TENSORACLE_FLOAT_REFS_DIR"
+step unit "$build/tests/tensoracle_unit_tests" --gtest_brief=1
+step python python3 -m pytest -q -p no:cacheprovider tests/python
+cat "$out/version.log"
+grep -hE '^\[  (PASSED|FAILED|SKIPPED)|passed|failed' "$out/unit.log" "$out/python.log" | tail -n 8
+printf '%s\n' "${summary[@]}"
+! printf '%s\n' "${summary[@]}" | grep -q '^FAIL'

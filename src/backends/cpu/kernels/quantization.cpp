@@ -1,0 +1,98 @@
+// CPU reference kernels of the quantization family: symmetric (zero point 0) quantize and dequantize, i8 and f8e4m3.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/kernel_context.hpp"
+#include "backends/cpu/kernels/numeric.hpp"
+
+namespace tensoracle::cpu {
+namespace {
+
+// Half to even without depending on the floating-point environment's rounding mode.
+double round_half_even(double v) {
+  if (std::fabs(v - std::trunc(v)) == 0.5) return 2.0 * std::round(v / 2.0);
+  return std::round(v);
+}
+
+// i8: NaN has no integer to go to, so it becomes 0 (as a float -> int cast does).
+double round_to_i8(double v) {
+  if (std::isnan(v)) return 0.0;
+  return std::clamp(round_half_even(v), -128.0, 127.0);
+}
+
+// e4m3fn: 3 mantissa bits; the smallest normal binade is 2^-6 and subnormals continue its step of
+// 2^-9. Quantization saturates: anything beyond ±448 (infinities too) becomes ±448, unlike a cast,
+// which would give NaN. NaN stays NaN. Rounding the double directly avoids rounding twice through f32.
+double round_to_e4m3_saturating(double v) {
+  const double magnitude = std::fabs(v);
+  if (std::isnan(v) || magnitude == 0.0) return v;
+  if (magnitude >= 448.0) return std::copysign(448.0, v);
+  int exponent = 0;
+  std::frexp(magnitude, &exponent);  // magnitude = m * 2^exponent with m in [0.5, 1)
+  const double step = std::ldexp(1.0, std::max(exponent - 1, -6) - 3);
+  // magnitude / step is exact (a power-of-two scaling); rounding up may carry into the next binade,
+  // which e4m3 represents exactly, and never past 448.
+  return std::copysign(round_half_even(magnitude / step) * step, v);
+}
+
+// Which scale applies to element i of x: scale[0] per tensor, or its index along `axis` per channel.
+struct ChannelOf {
+  std::size_t inner = 1;     // elements per step along the axis
+  std::size_t channels = 1;  // scale values
+  std::size_t operator()(std::size_t i) const { return channels == 1 ? 0 : (i / inner) % channels; }
+};
+
+ChannelOf channel_of(const KernelContext& ctx, const HostTensor& x, const HostTensor& scale) {
+  if (scale.shape.rank() == 0) return {};
+  const std::int64_t axis_attr = ctx.get_int("axis", 0);
+  const auto axis = static_cast<std::size_t>(axis_attr < 0 ? axis_attr + x.shape.rank() : axis_attr);
+  // A zero-sized dim makes `inner` 0, but then x has no elements and the map is never called.
+  return {static_cast<std::size_t>(row_major_strides(x.shape)[axis]),
+          static_cast<std::size_t>(x.shape[static_cast<int>(axis)])};
+}
+
+// x / scale computed in double, rounded to the quantized grid; the grid values are exact in the
+// output dtype, so storing them does not round again.
+template <double (*Round)(double)>
+void quantize_to(KernelContext& ctx) {
+  const HostTensor& x = ctx.input(0);
+  const HostTensor& scale = ctx.input(1);
+  HostTensor& out = ctx.output(0);
+  const std::vector<double> vx = to_f64(x);
+  const std::vector<double> vs = to_f64(scale);
+  const ChannelOf channel = channel_of(ctx, x, scale);
+  std::vector<double> q(vx.size());
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = Round(vx[i] / vs[channel(i)]);
+  from_f64(out, q);
+}
+
+void quantize_kernel(KernelContext& ctx) {
+  if (ctx.output(0).dtype == DataType::kI8) {
+    quantize_to<round_to_i8>(ctx);
+  } else {
+    quantize_to<round_to_e4m3_saturating>(ctx);
+  }
+}
+
+// x * scale in double, rounded once to the output dtype.
+void dequantize_kernel(KernelContext& ctx) {
+  const HostTensor& x = ctx.input(0);
+  const HostTensor& scale = ctx.input(1);
+  const std::vector<double> vx = to_f64(x);
+  const std::vector<double> vs = to_f64(scale);
+  const ChannelOf channel = channel_of(ctx, x, scale);
+  std::vector<double> result(vx.size());
+  for (std::size_t i = 0; i < result.size(); ++i) result[i] = vx[i] * vs[channel(i)];
+  from_f64(ctx.output(0), result);
+}
+
+}  // namespace
+
+void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
+  kernels.push_back({"quantize", quantize_kernel});
+  kernels.push_back({"dequantize", dequantize_kernel});
+}
+
+}  // namespace tensoracle::cpu

@@ -1,0 +1,93 @@
+// run_reference: evaluates shapes, then runs each layer's CPU kernel in order, freeing tensors after their last use.
+#include "tensoracle/reference_executor.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <optional>
+
+#include "backends/cpu/kernel_context.hpp"
+#include "backends/cpu/kernels/numeric.hpp"
+#include "graph/graph.hpp"
+#include "graph/shape_eval.hpp"
+
+namespace tensoracle {
+
+std::map<std::string, HostTensor> run_reference(const Network& network, const std::map<std::string, HostTensor>& inputs) {
+  network.verify();
+  const graph::Graph& g = network.graph();
+  std::vector<Dims> input_shapes;
+  for (auto id : g.inputs) {
+    const auto& t = g.tensor(id);
+    auto it = inputs.find(t.name);
+    if (it == inputs.end()) throw InvalidArgumentError(fmt::format("input '{}' is missing; the network needs every input", t.name));
+    if (it->second.dtype != t.dtype) {
+      throw InvalidArgumentError(fmt::format("input '{}' has dtype {}, the network declares {}", t.name,
+                                             to_string(it->second.dtype), to_string(t.dtype)));
+    }
+    const HostTensor& given = it->second;
+    if (given.shape.is_static() && given.bytes.size() != given.size() * element_size(given.dtype)) {
+      throw InvalidArgumentError(fmt::format("input '{}' holds {} bytes, its shape {} needs {}", t.name, given.bytes.size(),
+                                             given.shape.to_string(), given.size() * element_size(given.dtype)));
+    }
+    input_shapes.push_back(given.shape);
+  }
+  for (const auto& [name, tensor] : inputs) {
+    Tensor t = network.find(name);
+    if (!t.valid() || g.tensor(t.id).kind != graph::TensorKind::kInput) {
+      throw InvalidArgumentError(fmt::format("'{}' is not an input of the network", name));
+    }
+  }
+  const std::vector<Dims> shapes = graph::evaluate_shapes(g, input_shapes);
+
+  // Last layer that reads each tensor, so intermediates can be freed.
+  std::vector<std::int64_t> last_use(g.tensors.size(), -1);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    for (auto id : g.layers[l].inputs) {
+      if (id >= 0) last_use[static_cast<std::size_t>(id)] = static_cast<std::int64_t>(l);
+    }
+  }
+  for (auto id : g.outputs) last_use[static_cast<std::size_t>(id)] = static_cast<std::int64_t>(g.layers.size());
+
+  std::vector<std::optional<HostTensor>> values(g.tensors.size());
+  for (auto id : g.inputs) values[static_cast<std::size_t>(id)] = inputs.at(g.tensor(id).name);
+  for (std::size_t id = 0; id < g.tensors.size(); ++id) {
+    const auto& t = g.tensors[id];
+    if (t.kind != graph::TensorKind::kConstant) continue;
+    if (t.inline_constant) {
+      HostTensor h(t.dtype, shapes[id]);
+      cpu::from_f64(h, t.values);
+      values[id] = std::move(h);
+    } else {
+      values[id] = HostTensor::from_view(*t.weight);
+    }
+  }
+
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const graph::Layer& layer = g.layers[l];
+    cpu::Kernel kernel = cpu::find_kernel(layer.op);
+    if (kernel == nullptr) throw UnsupportedError(fmt::format("layer '{}': the CPU backend has no kernel for op '{}'", layer.name, layer.op));
+    std::vector<const HostTensor*> ins;
+    for (auto id : layer.inputs) ins.push_back(id < 0 ? nullptr : &*values[static_cast<std::size_t>(id)]);
+    std::vector<HostTensor*> outs;
+    for (auto id : layer.outputs) {
+      auto& slot = values[static_cast<std::size_t>(id)];
+      slot = HostTensor(g.tensor(id).dtype, shapes[static_cast<std::size_t>(id)]);
+      std::fill(slot->bytes.begin(), slot->bytes.end(), std::byte{0xFF});  // poison: unwritten elements show
+      outs.push_back(&*slot);
+    }
+    cpu::KernelContext ctx(layer, std::move(ins), std::move(outs));
+    kernel(ctx);
+    for (auto id : layer.inputs) {
+      if (id >= 0 && last_use[static_cast<std::size_t>(id)] == static_cast<std::int64_t>(l) &&
+          g.tensor(id).kind == graph::TensorKind::kLayerOutput) {
+        values[static_cast<std::size_t>(id)].reset();
+      }
+    }
+  }
+  std::map<std::string, HostTensor> result;
+  for (auto id : g.outputs) result.emplace(g.tensor(id).name, std::move(*values[static_cast<std::size_t>(id)]));
+  return result;
+}
+
+}  // namespace tensoracle

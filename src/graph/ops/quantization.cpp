@@ -1,0 +1,72 @@
+// Op definitions (inputs, attributes, dtype and shape inference) of the quantization family.
+#include <fmt/format.h>
+
+#include "graph/op_def.hpp"
+
+namespace tensoracle::graph {
+namespace {
+
+constexpr std::initializer_list<DataType> kQuantizedTypes = {DataType::kI8, DataType::kF8E4M3};
+
+// The scale is f32, either a scalar (per tensor) or [C] with C = x.shape[axis] (per channel).
+// `axis` matters only for a per-channel scale, so it is checked only then.
+void check_scale(InferContext& ctx, const TensorType& x, const TensorType& scale) {
+  ctx.require_dtype(scale, {DataType::kF32}, "scale");
+  const std::int64_t axis = ctx.get_int("axis", 0);
+  if (scale.rank() == 0) return;
+  if (scale.rank() != 1) {
+    ctx.fail(fmt::format("scale '{}' must be a scalar (per tensor) or have rank 1 (per channel), but has shape {}",
+                         scale.name, ctx.shape_string(scale.shape)));
+  }
+  if (x.rank() == 0) {
+    ctx.fail(fmt::format("scale '{}' is per channel (shape {}) but x '{}' is a scalar", scale.name,
+                         ctx.shape_string(scale.shape), x.name));
+  }
+  const std::int64_t a = ctx.normalize_axis(axis, x.rank(), x);
+  ctx.require_equal(scale.shape[0], x.shape[static_cast<std::size_t>(a)],
+                    fmt::format("per-channel scale '{}' must have one value per channel of x '{}' along axis {}",
+                                scale.name, x.name, axis));
+}
+
+std::vector<OutputType> infer_quantize(InferContext& ctx) {
+  const TensorType& x = ctx.input(0, "x");
+  const TensorType& scale = ctx.input(1, "scale");
+  ctx.require_dtype(x, kFloatTypes, "input");
+  const DataType to = ctx.get_dtype("to");
+  if (to != DataType::kI8 && to != DataType::kF8E4M3) {
+    ctx.fail(fmt::format("attribute 'to' must be i8 or f8e4m3, not {}", to_string(to)));
+  }
+  check_scale(ctx, x, scale);
+  return {OutputType{to, x.shape}};
+}
+
+std::vector<OutputType> infer_dequantize(InferContext& ctx) {
+  const TensorType& x = ctx.input(0, "x");
+  const TensorType& scale = ctx.input(1, "scale");
+  ctx.require_dtype(x, kQuantizedTypes, "input");
+  const DataType to = ctx.get_dtype("to", DataType::kF32);
+  if (to != DataType::kF32 && to != DataType::kF16 && to != DataType::kBF16 && to != DataType::kF64) {
+    ctx.fail(fmt::format("attribute 'to' must be f32, f16, bf16 or f64, not {}", to_string(to)));
+  }
+  check_scale(ctx, x, scale);
+  return {OutputType{to, x.shape}};
+}
+
+}  // namespace
+
+void register_quantization_ops(std::vector<OpDef>& ops) {
+  ops.push_back(OpDef{"quantize",
+                      2,
+                      2,
+                      {"to", "axis"},
+                      infer_quantize,
+                      "x / scale rounded to i8 (half to even) or f8e4m3, saturating; scale per tensor or per channel"});
+  ops.push_back(OpDef{"dequantize",
+                      2,
+                      2,
+                      {"to", "axis"},
+                      infer_dequantize,
+                      "x * scale for i8 or f8e4m3 x; scale per tensor or per channel"});
+}
+
+}  // namespace tensoracle::graph

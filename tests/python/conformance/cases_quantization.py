@@ -1,0 +1,156 @@
+"""Conformance cases of the quantization family: symmetric quantize / dequantize, i8 and f8e4m3, per
+tensor and per channel. torch 1.13 has no float8 dtype, so f8e4m3 is checked through quantize ->
+dequantize round trips against a Python model of e4m3fn rounding."""
+import math
+
+import torch
+
+from .cases_elementwise import E4M3_GRID, round_to_grid
+from .framework import Case, rand
+
+FLOATS = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
+NAN, INF = math.nan, math.inf
+
+
+def layer(op, inputs, output="y", **attrs):
+    return {"op": op, "inputs": inputs, "outputs": [output], "attrs": attrs}
+
+
+def channel_scale(scale, rank, axis):
+    """A per-channel scale [C] shaped to broadcast along `axis` of a rank-`rank` tensor."""
+    if scale.dim() == 0:
+        return scale
+    axis = axis % rank
+    return scale.reshape([-1] + [1] * (rank - axis - 1))
+
+
+def quantize_i8(x, scale, axis=0):
+    """round half to even (torch.round) of x / scale, NaN -> 0, saturated to [-128, 127]."""
+    q = torch.round(x / channel_scale(scale, x.dim(), axis))
+    return torch.nan_to_num(q, nan=0.0).clamp(-128, 127).to(torch.int8)
+
+
+def quantize_e4m3(x, scale, axis=0):
+    """x / scale (float64) rounded to e4m3fn, saturated to ±448 (NaN stays NaN)."""
+    v = (x / channel_scale(scale, x.dim(), axis)).clamp(-448.0, 448.0)
+    return round_to_grid(v, E4M3_GRID, NAN)
+
+
+def dequantize(q, scale, dtype, axis=0):
+    return (q.to(torch.float64) * channel_scale(scale, q.dim(), axis)).to(dtype)
+
+
+def scales(*shape, low=0.005, high=0.05):
+    """Positive f32 scales; no shape gives a scalar (per tensor)."""
+    return rand(*(shape or (1,)), low=low, high=high).reshape(shape)
+
+
+def with_specials(x, specials):
+    x = x.clone()
+    x.view(-1)[: len(specials)] = torch.tensor(specials, dtype=torch.float64).to(x.dtype)
+    return x
+
+
+# Exact ties of x / 0.25 (k + 0.5) must round to even; NaN, infinities and large values saturate.
+I8_SPECIALS = [0.125, 0.375, -0.125, -0.375, 0.625, 31.875, -32.125, 100.0, -100.0, NAN, INF, -INF, -0.0]
+
+
+def quantize_cases():
+    cases = []
+    for dname, dtype in FLOATS.items():
+        x = with_specials(rand(3, 13, dtype=dtype, low=-40, high=40), I8_SPECIALS)
+        cases.append(Case(f"quantize_i8_per_tensor_{dname}", [layer("quantize", ["x", "s"], to="i8")], {"x": x},
+                          lambda t: {"y": quantize_i8(t["x"], t["s"])}, inline={"s": ([0.25], "f32", [])}))
+        x = rand(2, 5, 7, dtype=dtype, low=-3, high=3)
+        cases.append(Case(f"quantize_i8_per_channel_axis1_{dname}", [layer("quantize", ["x", "s"], to="i8", axis=1)],
+                          {"x": x, "s": scales(5)}, lambda t: {"y": quantize_i8(t["x"], t["s"], 1)}))
+    cases.append(Case("quantize_i8_random_scale_f32", [layer("quantize", ["x", "s"], to="i8")],
+                      {"x": rand(7, 13, low=-5, high=5), "s": scales()}, lambda t: {"y": quantize_i8(t["x"], t["s"])}))
+    cases.append(Case("quantize_i8_per_channel_axis0_f32", [layer("quantize", ["x", "s"], to="i8", axis=0)],
+                      {"x": rand(4, 7, low=-3, high=3), "s": scales(4)}, lambda t: {"y": quantize_i8(t["x"], t["s"], 0)}))
+    cases.append(Case("quantize_i8_negative_axis_dynamic_bf16", [layer("quantize", ["x", "s"], to="i8", axis=-1)],
+                      {"x": rand(6, 13, dtype=torch.bfloat16, low=-2, high=2), "s": scales(13)},
+                      lambda t: {"y": quantize_i8(t["x"], t["s"], -1)}, dynamic={"x": [-1, -1]}))
+    cases.append(Case("quantize_i8_empty_f32", [layer("quantize", ["x", "s"], to="i8", axis=1)],
+                      {"x": rand(0, 4), "s": scales(4)}, lambda t: {"y": torch.zeros(0, 4, dtype=torch.int8)}))
+    cases.append(Case("quantize_i8_size1_channel_f16", [layer("quantize", ["x", "s"], to="i8", axis=1)],
+                      {"x": rand(5, 1, 3, dtype=torch.float16, low=-2, high=2), "s": scales(1)},
+                      lambda t: {"y": quantize_i8(t["x"], t["s"], 1)}))
+    # A zero scale: x / 0 is ±inf (saturates) or NaN (0 / 0, becomes 0).
+    x = with_specials(rand(3, 5), [0.0, 1.0, -1.0])
+    s = torch.tensor([0.0, 0.1, 0.2])
+    cases.append(Case("quantize_i8_zero_scale_f32", [layer("quantize", ["x", "s"], to="i8")], {"x": x, "s": s},
+                      lambda t: {"y": quantize_i8(t["x"], t["s"], 0)}))
+    return cases
+
+
+def dequantize_cases():
+    cases = []
+    q = torch.randint(-128, 128, (3, 13), dtype=torch.int8)
+    q.view(-1)[:2] = torch.tensor([-128, 127], dtype=torch.int8)
+    for dname, dtype in FLOATS.items():
+        cases.append(Case(f"dequantize_i8_per_tensor_to_{dname}", [layer("dequantize", ["q", "s"], to=dname)],
+                          {"q": q, "s": scales()}, lambda t, dtype=dtype: {"y": dequantize(t["q"], t["s"], dtype)}))
+        cases.append(Case(f"dequantize_i8_per_channel_to_{dname}", [layer("dequantize", ["q", "s"], to=dname, axis=1)],
+                          {"q": torch.randint(-128, 128, (2, 7, 3), dtype=torch.int8), "s": scales(7)},
+                          lambda t, dtype=dtype: {"y": dequantize(t["q"], t["s"], dtype, 1)}))
+    cases.append(Case("dequantize_i8_default_to_f32", [layer("dequantize", ["q", "s"])], {"q": q, "s": scales()},
+                      lambda t: {"y": dequantize(t["q"], t["s"], torch.float32)}))
+    cases.append(Case("dequantize_i8_negative_axis_dynamic_f32", [layer("dequantize", ["q", "s"], axis=-2)],
+                      {"q": torch.randint(-128, 128, (4, 13, 2), dtype=torch.int8), "s": scales(13)},
+                      lambda t: {"y": dequantize(t["q"], t["s"], torch.float32, -2)}, dynamic={"q": [-1, 13, -1]}))
+    cases.append(Case("dequantize_i8_empty_f32", [layer("dequantize", ["q", "s"], axis=0)],
+                      {"q": torch.zeros(3, 0, dtype=torch.int8), "s": scales(3)},
+                      lambda t: {"y": torch.zeros(3, 0)}))
+    cases.append(Case("dequantize_i8_weight_per_channel_f32", [layer("dequantize", ["w", "s"], axis=0)], {"s": scales(5)},
+                      lambda t: {"y": dequantize(t["w"], t["s"], torch.float32, 0)},
+                      weights={"w": torch.randint(-128, 128, (5, 3), dtype=torch.int8)}))
+    # i8 round trip: quantize then dequantize in one network.
+    cases.append(Case("quantize_i8_round_trip_f32",
+                      [layer("quantize", ["x", "s"], "q", to="i8", axis=1), layer("dequantize", ["q", "s"], to="f32", axis=1)],
+                      {"x": rand(3, 4, low=-4, high=4), "s": scales(4)},
+                      lambda t: {"y": dequantize(quantize_i8(t["x"], t["s"], 1), t["s"], torch.float32, 1)}))
+    return cases
+
+
+# e4m3 midpoints (ties to even), subnormals (2^-9 steps), the 448 limit and beyond, NaN, infinities.
+def e4m3_specials():
+    mids = (E4M3_GRID[1:-1] + E4M3_GRID[:-2]) / 2
+    extra = torch.tensor([448.0, 449.0, 464.0, 480.0, 1e6, -1e6, INF, -INF, NAN, 2.0**-10, -(2.0**-10), 3 * 2.0**-11,
+                          2.0**-12, 0.0, -0.0], dtype=torch.float64)
+    return torch.cat([mids[::5], -mids[2::9], extra])
+
+
+def f8_cases():
+    cases = []
+    for dname, dtype in FLOATS.items():
+        # Scale 0.5 keeps x / scale exact, so the midpoints stay exact ties.
+        x = torch.cat([(e4m3_specials() * 0.5).to(dtype), rand(40, dtype=dtype, low=-300, high=300)])
+        cases.append(Case(f"quantize_f8e4m3_round_trip_{dname}",
+                          [layer("quantize", ["x", "s"], "q", to="f8e4m3"), layer("dequantize", ["q", "s"], to=dname)],
+                          {"x": x}, lambda t, dtype=dtype: {"y": dequantize(quantize_e4m3(t["x"], t["s"]), t["s"], dtype)},
+                          inline={"s": ([0.5], "f32", [])}))
+    cases.append(Case("quantize_f8e4m3_random_scale_f32",
+                      [layer("quantize", ["x", "s"], "q", to="f8e4m3"), layer("dequantize", ["q", "s"])],
+                      {"x": rand(5, 13, low=-10, high=10), "s": scales()},
+                      lambda t: {"y": dequantize(quantize_e4m3(t["x"], t["s"]), t["s"], torch.float32)}))
+    cases.append(Case("quantize_f8e4m3_per_channel_dynamic_f16",
+                      [layer("quantize", ["x", "s"], "q", to="f8e4m3", axis=1),
+                       layer("dequantize", ["q", "s"], to="f16", axis=1)],
+                      {"x": rand(4, 3, 7, dtype=torch.float16, low=-20, high=20), "s": scales(3, low=0.01, high=0.1)},
+                      lambda t: {"y": dequantize(quantize_e4m3(t["x"], t["s"], 1), t["s"], torch.float16, 1)},
+                      dynamic={"x": [-1, 3, -1]}))
+    cases.append(Case("quantize_f8e4m3_empty_bf16",
+                      [layer("quantize", ["x", "s"], "q", to="f8e4m3"), layer("dequantize", ["q", "s"], to="bf16")],
+                      {"x": rand(2, 0, dtype=torch.bfloat16), "s": scales()},
+                      lambda t: {"y": torch.zeros(2, 0, dtype=torch.bfloat16)}))
+    # The f8 values themselves, cast to f32 (a cast of f8 is exact).
+    cases.append(Case("quantize_f8e4m3_then_cast_f32",
+                      [layer("quantize", ["x", "s"], "q", to="f8e4m3"), layer("cast", ["q"], to="f32")],
+                      {"x": torch.cat([e4m3_specials(), rand(20, dtype=torch.float64, low=-500, high=500)]).to(torch.float32)},
+                      lambda t: {"y": quantize_e4m3(t["x"], t["s"]).to(torch.float32)}, inline={"s": ([1.0], "f32", [])}))
+    return cases
+
+
+def cases():
+    return quantize_cases() + dequantize_cases() + f8_cases()
