@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Runs the tests on the GPU machine from a build made here and carried there (default build-gpu/,
-# made by `TENSORACLE_BUILD_DIR=build-gpu scripts/build.sh -DTENSORACLE_CUDA_ARCHITECTURES=90-real`).
+# Runs the tests on the GPU machine from a build made here and carried there (default .device/build, staged by scripts/stage-device.sh from
+# a build configured with -DTENSORACLE_CUDA_ARCHITECTURES=90-real).
 # The device machine has no Debian -dev packages and a different checkout path, so this runs the
 # test programs directly instead of through ctest. Logs go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-gpu}
+build=${1:-.device/build}
 out=${OUT:-/tmp/tensoracle-gpu-check}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/$build/src:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/$build/src:$PWD/$build/lib:${LD_LIBRARY_PATH:-}"
 export TENSORACLE_REQUIRE_GPU=1
 export TENSORACLE_CLI="$PWD/$build/tools/cli/tensoracle"
 export TENSORACLE_SAFETENSORS_REWRITE="$PWD/$build/tests/safetensors_rewrite"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Copies a build's programs and libraries, stripped, into .device/build (git-ignored) so that they fit the
+# GPU machine's 64 MiB carry limit, together with the non-CUDA shared libraries that machine lacks (OpenBLAS).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+stage=.device/build
+rm -rf "$stage" && mkdir -p "$stage/src" "$stage/tools/cli" "$stage/tests" "$stage/lib"
+cp -P "$build"/src/libtensoracle.so* "$stage/src/"
+cp "$build/tools/cli/tensoracle" "$stage/tools/cli/"
+for t in tensoracle_unit_tests safetensors_rewrite; do cp "$build/tests/$t" "$stage/tests/"; done
+strip --strip-debug "$stage"/src/libtensoracle.so.*.*.* "$stage/tools/cli/tensoracle" "$stage"/tests/*
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$stage/lib/"
+done
+du -sh "$stage"
