@@ -64,14 +64,14 @@ struct PoolOptions {
 };
 
 struct AttentionOptions {
-  bool causal = false;            // mask[i][j] = j <= i (top-left aligned, as torch's is_causal)
-  std::optional<double> scale;    // default 1/sqrt(head dim)
+  bool causal = false;          // mask[i][j] = j <= i (top-left aligned, as torch's is_causal)
+  std::optional<double> scale;  // default 1/sqrt(head dim)
 };
 
 struct RotaryOptions {
-  double base = 10000.0;           // theta
-  std::int64_t rotary_dim = 0;     // leading dims of the head that rotate; 0 = all
-  bool interleaved = false;        // false: rotate halves (Llama/NeoX); true: rotate pairs (GPT-J)
+  double base = 10000.0;        // theta
+  std::int64_t rotary_dim = 0;  // leading dims of the head that rotate; 0 = all
+  bool interleaved = false;     // false: rotate halves (Llama/NeoX); true: rotate pairs (GPT-J)
   std::int64_t position_offset = 0;
 };
 

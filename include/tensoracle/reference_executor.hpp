@@ -17,6 +17,7 @@ namespace tensoracle {
 //
 // Throws GraphError for an invalid network or inputs (naming the input or layer), and
 // InvalidArgumentError for a missing input or a dtype mismatch.
-std::map<std::string, HostTensor> run_reference(const Network& network, const std::map<std::string, HostTensor>& inputs);
+std::map<std::string, HostTensor> run_reference(const Network& network,
+                                                const std::map<std::string, HostTensor>& inputs);
 
 }  // namespace tensoracle

@@ -34,9 +34,7 @@ struct SmallFloatFormat {
   constexpr std::uint32_t magnitude_mask() const { return (1U << width()) - 1U; }
   constexpr std::uint32_t man_mask() const { return (1U << man_bits) - 1U; }
   constexpr std::uint32_t inf_bits() const { return magnitude_mask() & ~man_mask(); }
-  constexpr std::uint32_t max_finite_bits() const {
-    return has_inf ? inf_bits() - 1U : magnitude_mask() - 1U;
-  }
+  constexpr std::uint32_t max_finite_bits() const { return has_inf ? inf_bits() - 1U : magnitude_mask() - 1U; }
   // What a value beyond the finite range becomes: infinity, or NaN when there is none.
   constexpr std::uint32_t overflow_bits() const { return has_inf ? inf_bits() : magnitude_mask(); }
   constexpr bool is_nan(std::uint32_t magnitude) const {
@@ -81,8 +79,7 @@ std::uint32_t narrow_from_f32(float value) noexcept {
   // value = significand * 2^(f32_exp - kF32Bias - 23); f32 subnormals have no implicit bit and
   // the exponent of the smallest normal.
   const int f32_exp = static_cast<int>(magnitude >> kF32ManBits);
-  const std::uint32_t significand =
-      (magnitude & kF32ManMask) | (f32_exp != 0 ? kF32ImplicitBit : 0U);
+  const std::uint32_t significand = (magnitude & kF32ManMask) | (f32_exp != 0 ? kF32ImplicitBit : 0U);
   const int exp = std::max(f32_exp, 1) - kF32Bias + F.bias();  // the same exponent, biased for F
 
   std::uint32_t result = 0;
@@ -90,8 +87,7 @@ std::uint32_t narrow_from_f32(float value) noexcept {
     // Normal in F (or too large): put the exponent above the 23 mantissa bits (the implicit bit
     // adds its last 1) and round away the extra mantissa bits. A carry out of the mantissa bumps
     // the exponent, as it should. exp <= 254, so this stays below 2^31.
-    const std::uint32_t fixed =
-        (static_cast<std::uint32_t>(exp - 1) << kF32ManBits) + significand;
+    const std::uint32_t fixed = (static_cast<std::uint32_t>(exp - 1) << kF32ManBits) + significand;
     result = shift_right_round_even(fixed, kF32ManBits - F.man_bits);
   } else {
     // Subnormal in F (exponent field 0): shift further right by the exponent's shortfall.
@@ -135,15 +131,12 @@ float widen_to_f32(std::uint32_t bits) noexcept {
   significand <<= shift;
   exp -= shift;
   // The implicit bit adds the final 1 to the exponent field.
-  return std::bit_cast<float>(
-      sign | ((static_cast<std::uint32_t>(exp - 1) << kF32ManBits) + significand));
+  return std::bit_cast<float>(sign | ((static_cast<std::uint32_t>(exp - 1) << kF32ManBits) + significand));
 }
 
 }  // namespace
 
-std::uint16_t f32_to_f16_bits(float value) noexcept {
-  return static_cast<std::uint16_t>(narrow_from_f32<kF16>(value));
-}
+std::uint16_t f32_to_f16_bits(float value) noexcept { return static_cast<std::uint16_t>(narrow_from_f32<kF16>(value)); }
 
 float f16_bits_to_f32(std::uint16_t bits) noexcept { return widen_to_f32<kF16>(bits); }
 

@@ -108,42 +108,34 @@ std::optional<DimId> DimPool::broadcast(DimId a, DimId b) {
 std::int64_t DimPool::evaluate(DimId id, const std::vector<Dims>& input_shapes) const {
   const DimNode& n = node(id);
   switch (n.op) {
-    case DimOp::kConst:
-      return n.value;
+    case DimOp::kConst: return n.value;
     case DimOp::kSymbol: {
       if (n.a < 0 || static_cast<std::size_t>(n.a) >= input_shapes.size() || n.b >= input_shapes[n.a].rank()) {
         throw DimEvaluationError{fmt::format("dimension {} of input {} is not given", n.b, n.a)};
       }
       return input_shapes[static_cast<std::size_t>(n.a)][n.b];
     }
-    default:
-      break;
+    default: break;
   }
   const std::int64_t a = evaluate(n.a, input_shapes);
   const std::int64_t b = evaluate(n.b, input_shapes);
   switch (n.op) {
-    case DimOp::kAdd:
-      return a + b;
-    case DimOp::kSub:
-      return a - b;
-    case DimOp::kMul:
-      return a * b;
+    case DimOp::kAdd: return a + b;
+    case DimOp::kSub: return a - b;
+    case DimOp::kMul: return a * b;
     case DimOp::kFloorDiv:
       if (b == 0) throw DimEvaluationError{"division by zero in a shape expression"};
       return floor_div_values(a, b);
     case DimOp::kCeilDiv:
       if (b == 0) throw DimEvaluationError{"division by zero in a shape expression"};
       return ceil_div_values(a, b);
-    case DimOp::kMax:
-      return std::max(a, b);
-    case DimOp::kMin:
-      return std::min(a, b);
+    case DimOp::kMax: return std::max(a, b);
+    case DimOp::kMin: return std::min(a, b);
     case DimOp::kBroadcast:
       if (a == b || b == 1) return a;
       if (a == 1) return b;
       throw DimEvaluationError{fmt::format("sizes {} and {} can't be broadcast together", a, b)};
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -158,27 +150,20 @@ std::string DimPool::to_string(DimId id, const std::vector<std::string>& input_n
                : "(" + s + ")";
   };
   switch (n.op) {
-    case DimOp::kConst:
-      return std::to_string(n.value);
+    case DimOp::kConst: return std::to_string(n.value);
     case DimOp::kSymbol: {
-      std::string input = static_cast<std::size_t>(n.a) < input_names.size() ? input_names[static_cast<std::size_t>(n.a)]
-                                                                            : fmt::format("in{}", n.a);
+      std::string input = static_cast<std::size_t>(n.a) < input_names.size()
+                              ? input_names[static_cast<std::size_t>(n.a)]
+                              : fmt::format("in{}", n.a);
       return fmt::format("{}.{}", input, n.b);
     }
-    case DimOp::kAdd:
-      return fmt::format("{} + {}", sub_expr(n.a), sub_expr(n.b));
-    case DimOp::kSub:
-      return fmt::format("{} - {}", sub_expr(n.a), sub_expr(n.b));
-    case DimOp::kMul:
-      return fmt::format("{} * {}", sub_expr(n.a), sub_expr(n.b));
-    case DimOp::kFloorDiv:
-      return fmt::format("{} // {}", sub_expr(n.a), sub_expr(n.b));
-    case DimOp::kCeilDiv:
-      return fmt::format("ceil({} / {})", to_string(n.a, input_names), to_string(n.b, input_names));
-    case DimOp::kMax:
-      return fmt::format("max({}, {})", to_string(n.a, input_names), to_string(n.b, input_names));
-    case DimOp::kMin:
-      return fmt::format("min({}, {})", to_string(n.a, input_names), to_string(n.b, input_names));
+    case DimOp::kAdd: return fmt::format("{} + {}", sub_expr(n.a), sub_expr(n.b));
+    case DimOp::kSub: return fmt::format("{} - {}", sub_expr(n.a), sub_expr(n.b));
+    case DimOp::kMul: return fmt::format("{} * {}", sub_expr(n.a), sub_expr(n.b));
+    case DimOp::kFloorDiv: return fmt::format("{} // {}", sub_expr(n.a), sub_expr(n.b));
+    case DimOp::kCeilDiv: return fmt::format("ceil({} / {})", to_string(n.a, input_names), to_string(n.b, input_names));
+    case DimOp::kMax: return fmt::format("max({}, {})", to_string(n.a, input_names), to_string(n.b, input_names));
+    case DimOp::kMin: return fmt::format("min({}, {})", to_string(n.a, input_names), to_string(n.b, input_names));
     case DimOp::kBroadcast:
       return fmt::format("broadcast({}, {})", to_string(n.a, input_names), to_string(n.b, input_names));
   }

@@ -66,7 +66,8 @@ Tensor Network::add_input(const std::string& name, DataType dtype, const Dims& d
   t.input_index = static_cast<std::int32_t>(g.inputs.size());
   t.declared_dims = dims;
   for (int a = 0; a < dims.rank(); ++a) {
-    if (dims[a] < -1) throw GraphError(fmt::format("input '{}': dimension {} is {}; use -1 for dynamic", name, a, dims[a]));
+    if (dims[a] < -1)
+      throw GraphError(fmt::format("input '{}': dimension {} is {}; use -1 for dynamic", name, a, dims[a]));
     t.shape.push_back(dims[a] == Dims::kDynamic ? g.dims.symbol(t.input_index, a) : g.dims.constant(dims[a]));
   }
   auto id = add_tensor(g, std::move(t));
@@ -98,13 +99,16 @@ Tensor Network::add_small_constant(const std::vector<double>& values, DataType d
   Graph& g = *graph_;
   std::string tensor_name = name.empty() ? default_name(g, "const") : name;
   check_tensor_name(g, tensor_name, "constant");
-  if (!dims.is_static()) throw GraphError(fmt::format("constant '{}': shape {} must be static", tensor_name, dims.to_string()));
+  if (!dims.is_static())
+    throw GraphError(fmt::format("constant '{}': shape {} must be static", tensor_name, dims.to_string()));
   if (static_cast<std::size_t>(dims.volume()) != values.size()) {
-    throw GraphError(fmt::format("constant '{}': {} values given for shape {}", tensor_name, values.size(), dims.to_string()));
+    throw GraphError(
+        fmt::format("constant '{}': {} values given for shape {}", tensor_name, values.size(), dims.to_string()));
   }
   if (values.size() > kMaxInlineElements) {
-    throw GraphError(fmt::format("constant '{}': {} elements is too many for an inline constant (at most {}); store it in a weight file",
-                                 tensor_name, values.size(), kMaxInlineElements));
+    throw GraphError(fmt::format(
+        "constant '{}': {} elements is too many for an inline constant (at most {}); store it in a weight file",
+        tensor_name, values.size(), kMaxInlineElements));
   }
   TensorData t;
   t.name = tensor_name;
@@ -135,13 +139,15 @@ void Network::mark_output(Tensor tensor, const std::string& name) {
   g.outputs.push_back(tensor.id);
 }
 
-std::vector<Tensor> Network::add_layer(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs,
-                                       const std::string& name) {
+std::vector<Tensor> Network::add_layer(const std::string& op, const std::vector<Tensor>& inputs,
+                                       const Attributes& attrs, const std::string& name) {
   Graph& g = *graph_;
   const graph::OpDef* def = graph::find_op(op);
   std::string layer_name = name.empty() ? default_name(g, op) : name;
-  if (def == nullptr) throw GraphError(fmt::format("layer '{}': unknown op '{}' (docs/network-json.md lists the ops)", layer_name, op));
-  if (g.layer_by_name.count(layer_name) != 0) throw GraphError(fmt::format("layer '{}': a layer of that name already exists", layer_name));
+  if (def == nullptr)
+    throw GraphError(fmt::format("layer '{}': unknown op '{}' (docs/network-json.md lists the ops)", layer_name, op));
+  if (g.layer_by_name.count(layer_name) != 0)
+    throw GraphError(fmt::format("layer '{}': a layer of that name already exists", layer_name));
   const auto n = static_cast<int>(inputs.size());
   if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs)) {
     throw GraphError(fmt::format("layer '{}' ({}): takes {} inputs, {} given", layer_name, op,
@@ -153,8 +159,9 @@ std::vector<Tensor> Network::add_layer(const std::string& op, const std::vector<
   }
   for (const auto& [key, value] : attrs) {
     if (std::find(def->attributes.begin(), def->attributes.end(), key) == def->attributes.end()) {
-      throw GraphError(fmt::format("layer '{}' ({}): unknown attribute '{}' (allowed: {})", layer_name, op, key,
-                                   def->attributes.empty() ? std::string("none") : fmt::format("{}", fmt::join(def->attributes, ", "))));
+      throw GraphError(fmt::format(
+          "layer '{}' ({}): unknown attribute '{}' (allowed: {})", layer_name, op, key,
+          def->attributes.empty() ? std::string("none") : fmt::format("{}", fmt::join(def->attributes, ", "))));
     }
   }
   std::vector<std::optional<graph::TensorType>> types;
@@ -184,8 +191,10 @@ std::vector<Tensor> Network::add_layer(const std::string& op, const std::vector<
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     std::string out_name = outputs.size() == 1 ? layer_name : fmt::format("{}:{}", layer_name, o);
     if (g.tensor_by_name.count(out_name) != 0) {
-      throw GraphError(fmt::format("layer '{}' ({}): its output would be named '{}', which another tensor already has; name the layer differently",
-                                   layer_name, op, out_name));
+      throw GraphError(
+          fmt::format("layer '{}' ({}): its output would be named '{}', which another tensor already has; name the "
+                      "layer differently",
+                      layer_name, op, out_name));
     }
     out_names.push_back(std::move(out_name));
   }
@@ -243,7 +252,8 @@ void Network::verify() const {
   std::set<std::int32_t> used;
   for (const auto& layer : g.layers) used.insert(layer.inputs.begin(), layer.inputs.end());
   for (auto id : g.inputs) {
-    if (used.count(id) == 0) throw GraphError(fmt::format("input '{}' is not used by any layer; remove it", g.tensor(id).name));
+    if (used.count(id) == 0)
+      throw GraphError(fmt::format("input '{}' is not used by any layer; remove it", g.tensor(id).name));
   }
 }
 
@@ -252,7 +262,8 @@ std::map<std::string, Dims> Network::infer_shapes(const std::map<std::string, Di
   std::vector<Dims> ordered;
   for (auto id : g.inputs) {
     auto it = input_shapes.find(g.tensor(id).name);
-    if (it == input_shapes.end()) throw GraphError(fmt::format("input '{}' has no shape; every input must be given", g.tensor(id).name));
+    if (it == input_shapes.end())
+      throw GraphError(fmt::format("input '{}' has no shape; every input must be given", g.tensor(id).name));
     ordered.push_back(it->second);
   }
   for (const auto& [name, dims] : input_shapes) {

@@ -25,7 +25,8 @@ void add_conv_attrs(Attributes& attrs, const ConvOptions& o, bool transposed) {
   if (!o.dilation.empty()) attrs["dilation"] = o.dilation;
   if (o.groups != 1) attrs["groups"] = o.groups;
   if (transposed && !o.output_padding.empty()) attrs["output_padding"] = o.output_padding;
-  if (!transposed && !o.output_padding.empty()) throw GraphError("add_convolution: output_padding applies to transposed convolution only");
+  if (!transposed && !o.output_padding.empty())
+    throw GraphError("add_convolution: output_padding applies to transposed convolution only");
 }
 
 }  // namespace
@@ -79,17 +80,21 @@ Tensor Network::add_binary(const std::string& op, Tensor a, Tensor b) {
   return single(add_layer(op, {a, b}));
 }
 
-Tensor Network::add_where(Tensor condition, Tensor a, Tensor b) { return single(add_layer("where", {condition, a, b})); }
+Tensor Network::add_where(Tensor condition, Tensor a, Tensor b) {
+  return single(add_layer("where", {condition, a, b}));
+}
 
 Tensor Network::add_unary(const std::string& op, Tensor x) {
-  require_one_of(op,
-                 {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "erf", "floor", "ceil", "not"},
-                 "add_unary");
+  require_one_of(
+      op,
+      {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "erf", "floor", "ceil", "not"},
+      "add_unary");
   return single(add_layer(op, {x}));
 }
 
 Tensor Network::add_activation(const std::string& op, Tensor x, const Attributes& attrs) {
-  require_one_of(op, {"relu", "leaky_relu", "gelu", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "softplus", "clip"},
+  require_one_of(op,
+                 {"relu", "leaky_relu", "gelu", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "softplus", "clip"},
                  "add_activation");
   return single(add_layer(op, {x}, attrs));
 }
@@ -103,7 +108,8 @@ Tensor Network::add_softmax(Tensor x, std::int64_t axis, bool log) {
 }
 
 Tensor Network::add_layer_norm(Tensor x, Tensor weight, Tensor bias, double epsilon, std::int64_t normalized_rank) {
-  return single(add_layer("layer_norm", {x, weight, bias}, {{"epsilon", epsilon}, {"normalized_rank", normalized_rank}}));
+  return single(
+      add_layer("layer_norm", {x, weight, bias}, {{"epsilon", epsilon}, {"normalized_rank", normalized_rank}}));
 }
 
 Tensor Network::add_rms_norm(Tensor x, Tensor weight, double epsilon, std::int64_t normalized_rank) {

@@ -70,11 +70,13 @@ AttrValue attr_from_json(const Json& j, const std::string& where) {
     }
     return values;
   }
-  throw GraphError(fmt::format("network JSON: {}: attribute values must be numbers, strings or lists of numbers", where));
+  throw GraphError(
+      fmt::format("network JSON: {}: attribute values must be numbers, strings or lists of numbers", where));
 }
 
 const Json& field(const Json& object, const char* key, const std::string& where) {
-  if (!object.is_object() || !object.contains(key)) throw GraphError(fmt::format("network JSON: {}: missing '{}'", where, key));
+  if (!object.is_object() || !object.contains(key))
+    throw GraphError(fmt::format("network JSON: {}: missing '{}'", where, key));
   return object[key];
 }
 
@@ -96,7 +98,8 @@ Dims shape_field(const Json& object, const std::string& where) {
   if (!v.is_array()) throw GraphError(fmt::format("network JSON: {}: 'shape' must be a list of integers", where));
   std::vector<std::int64_t> dims;
   for (const auto& d : v) {
-    if (!d.is_number_integer()) throw GraphError(fmt::format("network JSON: {}: 'shape' must be a list of integers", where));
+    if (!d.is_number_integer())
+      throw GraphError(fmt::format("network JSON: {}: 'shape' must be a list of integers", where));
     dims.push_back(d.get<std::int64_t>());
   }
   return Dims(std::move(dims));
@@ -106,7 +109,8 @@ Dims shape_field(const Json& object, const std::string& where) {
 void rename_tensor(graph::Graph& g, std::int32_t id, const std::string& name, const std::string& where) {
   auto& t = g.tensor(id);
   if (t.name == name) return;
-  if (g.tensor_by_name.count(name) != 0) throw GraphError(fmt::format("network JSON: {}: tensor name '{}' is used twice", where, name));
+  if (g.tensor_by_name.count(name) != 0)
+    throw GraphError(fmt::format("network JSON: {}: tensor name '{}' is used twice", where, name));
   g.tensor_by_name.erase(t.name);
   t.name = name;
   g.tensor_by_name.emplace(name, id);
@@ -122,7 +126,8 @@ std::string Network::to_json() const {
   Json inputs = Json::array();
   for (auto id : g.inputs) {
     const auto& t = g.tensor(id);
-    inputs.push_back(Json{{"name", t.name}, {"dtype", std::string(tensoracle::to_string(t.dtype))}, {"shape", t.declared_dims.values()}});
+    inputs.push_back(Json{
+        {"name", t.name}, {"dtype", std::string(tensoracle::to_string(t.dtype))}, {"shape", t.declared_dims.values()}});
   }
   out["inputs"] = std::move(inputs);
   Json constants = Json::array();
@@ -171,12 +176,14 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
     throw GraphError(fmt::format("network JSON is not valid JSON: {}", e.what()));
   }
   if (!doc.is_object()) throw GraphError("network JSON must be an object");
-  if (doc.value("format", std::string()) != kFormat) throw GraphError(fmt::format("network JSON: 'format' must be \"{}\"", kFormat));
+  if (doc.value("format", std::string()) != kFormat)
+    throw GraphError(fmt::format("network JSON: 'format' must be \"{}\"", kFormat));
   if (!doc.contains("version") || doc["version"] != kVersion) {
     throw GraphError(fmt::format("network JSON: unsupported 'version' (this build reads version {})", kVersion));
   }
   for (const char* key : {"inputs", "constants", "layers", "outputs"}) {
-    if (!doc.contains(key) || !doc[key].is_array()) throw GraphError(fmt::format("network JSON: '{}' must be a list", key));
+    if (!doc.contains(key) || !doc[key].is_array())
+      throw GraphError(fmt::format("network JSON: '{}' must be a list", key));
   }
   Network net;
   for (const auto& in : doc["inputs"]) {
@@ -201,8 +208,8 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
       std::string weight = string_field(c, "weight", where);
       std::string file = c.contains("file") && c["file"].is_string() ? c["file"].get<std::string>() : std::string();
       if (!weights.contains(weight)) {
-        throw NotFoundError(fmt::format("network JSON: {}: weight '{}'{} is not in the weight files given", where, weight,
-                                        file.empty() ? std::string() : fmt::format(" (recorded in {})", file)));
+        throw NotFoundError(fmt::format("network JSON: {}: weight '{}'{} is not in the weight files given", where,
+                                        weight, file.empty() ? std::string() : fmt::format(" (recorded in {})", file)));
       }
       Tensor t = net.add_constant(weights.get(weight), name);
       net.graph_->tensor(t.id).weight_file = file.empty() ? net.graph_->tensor(t.id).weight_file : file;
@@ -221,7 +228,8 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
     for (const auto& o : outs) {
       if (!o.is_string()) throw GraphError(fmt::format("network JSON: layer '{}': output names must be strings", name));
       if (!producer.emplace(o.get<std::string>(), i).second || net.find(o.get<std::string>()).valid()) {
-        throw GraphError(fmt::format("network JSON: layer '{}': tensor name '{}' is used twice", name, o.get<std::string>()));
+        throw GraphError(
+            fmt::format("network JSON: layer '{}': tensor name '{}' is used twice", name, o.get<std::string>()));
       }
     }
   }
@@ -235,14 +243,15 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
     std::set<std::size_t> deps;
     for (const auto& in : ins) {
       if (in.is_null()) continue;
-      if (!in.is_string()) throw GraphError(fmt::format("network JSON: layer '{}': input names must be strings or null", name));
+      if (!in.is_string())
+        throw GraphError(fmt::format("network JSON: layer '{}': input names must be strings or null", name));
       const std::string input = in.get<std::string>();
       auto it = producer.find(input);
       if (it != producer.end()) {
         deps.insert(it->second);
       } else if (!net.find(input).valid()) {
-        throw GraphError(fmt::format("network JSON: layer '{}': input '{}' is not a network input, a constant or a layer output",
-                                     name, input));
+        throw GraphError(fmt::format(
+            "network JSON: layer '{}': input '{}' is not a network input, a constant or a layer output", name, input));
       }
     }
     for (auto d : deps) {
@@ -269,7 +278,8 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (pending[i] > 0) stuck.push_back(layers[i]["name"].get<std::string>());
     }
-    throw GraphError(fmt::format("network JSON: the layers {} form a cycle (each needs another's output)", fmt::join(stuck, ", ")));
+    throw GraphError(
+        fmt::format("network JSON: the layers {} form a cycle (each needs another's output)", fmt::join(stuck, ", ")));
   }
   for (std::size_t i : order) {
     const Json& l = layers[i];
@@ -288,14 +298,17 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
     std::vector<Tensor> outs = net.add_layer(op, inputs, attrs, name);
     const Json& names = l["outputs"];
     if (names.size() != outs.size()) {
-      throw GraphError(fmt::format("network JSON: {}: lists {} outputs, the op produces {}", where, names.size(), outs.size()));
+      throw GraphError(
+          fmt::format("network JSON: {}: lists {} outputs, the op produces {}", where, names.size(), outs.size()));
     }
-    for (std::size_t o = 0; o < outs.size(); ++o) rename_tensor(*net.graph_, outs[o].id, names[o].get<std::string>(), where);
+    for (std::size_t o = 0; o < outs.size(); ++o)
+      rename_tensor(*net.graph_, outs[o].id, names[o].get<std::string>(), where);
   }
   for (const auto& o : doc["outputs"]) {
     if (!o.is_string()) throw GraphError("network JSON: 'outputs' must list tensor names");
     Tensor t = net.find(o.get<std::string>());
-    if (!t.valid()) throw GraphError(fmt::format("network JSON: output '{}' is not a tensor of the network", o.get<std::string>()));
+    if (!t.valid())
+      throw GraphError(fmt::format("network JSON: output '{}' is not a tensor of the network", o.get<std::string>()));
     net.mark_output(t, o.get<std::string>());
   }
   net.verify();

@@ -140,7 +140,8 @@ void InferContext::require_dtype(const TensorType& t, std::initializer_list<Data
   if (std::find(allowed.begin(), allowed.end(), t.dtype) != allowed.end()) return;
   std::vector<std::string_view> names;
   for (DataType d : allowed) names.push_back(to_string(d));
-  fail(fmt::format("{} '{}' has dtype {}, expected one of {}", role, t.name, to_string(t.dtype), fmt::join(names, ", ")));
+  fail(fmt::format("{} '{}' has dtype {}, expected one of {}", role, t.name, to_string(t.dtype),
+                   fmt::join(names, ", ")));
 }
 
 void InferContext::require_rank(const TensorType& t, int rank, std::string_view role) {
@@ -181,7 +182,8 @@ const std::vector<OpDef>& registry() {
 
 const OpDef* find_op(std::string_view name) {
   const auto& ops = registry();
-  auto it = std::lower_bound(ops.begin(), ops.end(), name, [](const OpDef& d, std::string_view n) { return d.name < n; });
+  auto it =
+      std::lower_bound(ops.begin(), ops.end(), name, [](const OpDef& d, std::string_view n) { return d.name < n; });
   return (it != ops.end() && it->name == name) ? &*it : nullptr;
 }
 

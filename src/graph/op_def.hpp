@@ -26,7 +26,8 @@ class AttrReader {
   std::string get_string(std::string_view name, std::optional<std::string> fallback = std::nullopt) const;
   std::vector<std::int64_t> get_ints(std::string_view name,
                                      std::optional<std::vector<std::int64_t>> fallback = std::nullopt) const;
-  std::vector<double> get_floats(std::string_view name, std::optional<std::vector<double>> fallback = std::nullopt) const;
+  std::vector<double> get_floats(std::string_view name,
+                                 std::optional<std::vector<double>> fallback = std::nullopt) const;
   DataType get_dtype(std::string_view name, std::optional<DataType> fallback = std::nullopt) const;
 
   // Throws GraphError "layer 'NAME' (OP): MESSAGE".
@@ -60,8 +61,8 @@ struct OutputType {
 // check written against constant dims is made in both.
 class InferContext : public AttrReader {
  public:
-  InferContext(const Attributes& attrs, std::string layer_name, std::string op, std::vector<std::optional<TensorType>> inputs,
-               DimPool& dims)
+  InferContext(const Attributes& attrs, std::string layer_name, std::string op,
+               std::vector<std::optional<TensorType>> inputs, DimPool& dims)
       : AttrReader(attrs, std::move(layer_name), std::move(op)), inputs_(std::move(inputs)), dims_(&dims) {}
 
   std::size_t num_inputs() const { return inputs_.size(); }
@@ -95,7 +96,7 @@ using InferFunction = std::vector<OutputType> (*)(InferContext& ctx);
 struct OpDef {
   std::string_view name;
   int min_inputs = 1;
-  int max_inputs = 1;  // -1: any number (concat)
+  int max_inputs = 1;                        // -1: any number (concat)
   std::vector<std::string_view> attributes;  // allowed attribute names; others are rejected
   InferFunction infer = nullptr;
   std::string_view summary;  // one line for docs and messages

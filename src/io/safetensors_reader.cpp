@@ -45,11 +45,13 @@ std::string describe(const Json& value) {
 // Parses the header, rejecting duplicate keys in any object (nlohmann would keep the last one).
 Json parse_header_json(std::string_view text, const std::string& file) {
   // nlohmann's lexer takes a NUL byte for the end of input; a raw NUL is never valid JSON.
-  if (text.find('\0') != std::string_view::npos) fail(file, "the header is not valid UTF-8 JSON (it contains a NUL byte)");
+  if (text.find('\0') != std::string_view::npos)
+    fail(file, "the header is not valid UTF-8 JSON (it contains a NUL byte)");
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth > kMaxHeaderDepth) fail(file, fmt::format("the header nests JSON more than {} levels deep", kMaxHeaderDepth));
+    if (depth > kMaxHeaderDepth)
+      fail(file, fmt::format("the header nests JSON more than {} levels deep", kMaxHeaderDepth));
     switch (event) {
       case Json::parse_event_t::object_start: open_objects.emplace_back(); break;
       case Json::parse_event_t::object_end:
@@ -143,8 +145,8 @@ void SafetensorsFile::parse_header() {
       if (!value.is_object()) fail(path_, "__metadata__ must be an object mapping strings to strings");
       for (auto m = value.begin(); m != value.end(); ++m) {
         if (!m.value().is_string()) {
-          fail(path_,
-               fmt::format("__metadata__ must map strings to strings, but '{}' holds {}", m.key(), describe(m.value())));
+          fail(path_, fmt::format("__metadata__ must map strings to strings, but '{}' holds {}", m.key(),
+                                  describe(m.value())));
         }
         metadata_.emplace(m.key(), m.value().get<std::string>());
       }

@@ -1,4 +1,5 @@
-// libFuzzer target for the safetensors reader: SafetensorsFile::from_bytes on arbitrary bytes must either throw tensoracle::Error or yield a file whose every view is safe to read.
+// libFuzzer target for the safetensors reader: SafetensorsFile::from_bytes on arbitrary bytes must either throw
+// tensoracle::Error or yield a file whose every view is safe to read.
 //
 // Anything other than tensoracle::Error escaping, a sanitizer report, or a broken invariant of a
 // file that passed validation (checked below, abort() with a message) is a bug the fuzzer reports.
@@ -21,7 +22,8 @@
 namespace {
 
 [[noreturn]] void invariant_broken(const char* what, const std::string& tensor) {
-  std::fprintf(stderr, "fuzz_safetensors_reader: a validated file breaks an invariant: %s (tensor '%s')\n", what, tensor.c_str());
+  std::fprintf(stderr, "fuzz_safetensors_reader: a validated file breaks an invariant: %s (tensor '%s')\n", what,
+               tensor.c_str());
   std::abort();
 }
 
@@ -48,12 +50,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // What validation promises: contiguous, in-bounds byte ranges of the size dtype x shape needs.
     if (!names.insert(info.name).second) invariant_broken("duplicate name", info.name);
     if (info.data_begin != expected_begin) invariant_broken("gap or overlap", info.name);
-    if (info.data_end < info.data_begin || info.data_end > data_size) invariant_broken("out-of-bounds offsets", info.name);
+    if (info.data_end < info.data_begin || info.data_end > data_size)
+      invariant_broken("out-of-bounds offsets", info.name);
     expected_begin = info.data_end;
     if (!info.shape.is_static()) invariant_broken("dynamic shape", info.name);
     std::uint64_t elements = 1;
     bool overflow = false;
-    for (std::int64_t d : info.shape) overflow = overflow || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements);
+    for (std::int64_t d : info.shape)
+      overflow = overflow || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements);
     if (!overflow && elements != 0 && info.byte_size() / tensoracle::element_size(info.dtype) != elements) {
       invariant_broken("byte size disagrees with dtype x shape", info.name);
     }
@@ -66,7 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     buffer.assign(static_cast<std::size_t>(info.byte_size()), std::byte{0});
     file->read(info, buffer.data());
-    if (!buffer.empty() && std::memcmp(buffer.data(), view.data, buffer.size()) != 0) invariant_broken("read() differs from the view", info.name);
+    if (!buffer.empty() && std::memcmp(buffer.data(), view.data, buffer.size()) != 0)
+      invariant_broken("read() differs from the view", info.name);
     for (std::byte b : buffer) checksum = checksum * 31 + static_cast<std::uint8_t>(b);
     checksum += static_cast<std::uint64_t>(info.dtype) + static_cast<std::uint64_t>(info.shape.rank());
   }

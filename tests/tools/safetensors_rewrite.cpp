@@ -1,4 +1,5 @@
-// Test helper for the Python compatibility tests: reads a safetensors file with SafetensorsFile and writes it back with write_safetensors.
+// Test helper for the Python compatibility tests: reads a safetensors file with SafetensorsFile and writes it back with
+// write_safetensors.
 //
 // Usage: safetensors_rewrite IN OUT [--drop-metadata]
 // Every tensor of IN is written to OUT, with IN's metadata when it has some (an empty

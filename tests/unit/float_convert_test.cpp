@@ -71,17 +71,15 @@ template <typename T>
 testing::AssertionResult load_reference(const char* file_name, std::vector<T>& out) {
   const char* dir = std::getenv(kRefsEnv);
   if (dir == nullptr || *dir == '\0') {
-    return testing::AssertionFailure()
-           << kRefsEnv << " is not set. Generate the reference files with\n"
-           << "  python3 tests/python/gen_float_references.py DIR\n"
-           << "and run the test with " << kRefsEnv << "=DIR.";
+    return testing::AssertionFailure() << kRefsEnv << " is not set. Generate the reference files with\n"
+                                       << "  python3 tests/python/gen_float_references.py DIR\n"
+                                       << "and run the test with " << kRefsEnv << "=DIR.";
   }
   const std::filesystem::path path = std::filesystem::path(dir) / file_name;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return testing::AssertionFailure()
-           << "cannot open reference file " << path << " (" << kRefsEnv << "=" << dir
-           << "); regenerate it with tests/python/gen_float_references.py";
+    return testing::AssertionFailure() << "cannot open reference file " << path << " (" << kRefsEnv << "=" << dir
+                                       << "); regenerate it with tests/python/gen_float_references.py";
   }
   std::error_code error;
   const std::uintmax_t size = std::filesystem::file_size(path, error);
@@ -117,26 +115,30 @@ struct SmallFormat {
   std::uint32_t (*pytorch_nan)(bool negative);
 };
 
-const SmallFormat kF16{
-    "f16", 16, [](float v) -> std::uint32_t { return f32_to_f16_bits(v); },
-    [](std::uint32_t b) { return f16_bits_to_f32(static_cast<std::uint16_t>(b)); },
-    [](std::uint32_t b) { return (b & 0x7FFFU) > 0x7C00U; },
-    [](bool negative) -> std::uint32_t { return negative ? 0xFE00U : 0x7E00U; }};
-const SmallFormat kBF16{
-    "bf16", 16, [](float v) -> std::uint32_t { return f32_to_bf16_bits(v); },
-    [](std::uint32_t b) { return bf16_bits_to_f32(static_cast<std::uint16_t>(b)); },
-    [](std::uint32_t b) { return (b & 0x7FFFU) > 0x7F80U; },
-    [](bool) -> std::uint32_t { return 0x7FC0U; }};
-const SmallFormat kF8E4M3FN{
-    "f8e4m3fn", 8, [](float v) -> std::uint32_t { return f32_to_f8e4m3_bits(v); },
-    [](std::uint32_t b) { return f8e4m3_bits_to_f32(static_cast<std::uint8_t>(b)); },
-    [](std::uint32_t b) { return (b & 0x7FU) == 0x7FU; },
-    [](bool negative) -> std::uint32_t { return negative ? 0xFFU : 0x7FU; }};
-const SmallFormat kF8E5M2{
-    "f8e5m2", 8, [](float v) -> std::uint32_t { return f32_to_f8e5m2_bits(v); },
-    [](std::uint32_t b) { return f8e5m2_bits_to_f32(static_cast<std::uint8_t>(b)); },
-    [](std::uint32_t b) { return (b & 0x7FU) > 0x7CU; },
-    [](bool negative) -> std::uint32_t { return negative ? 0xFFU : 0x7FU; }};
+const SmallFormat kF16{"f16",
+                       16,
+                       [](float v) -> std::uint32_t { return f32_to_f16_bits(v); },
+                       [](std::uint32_t b) { return f16_bits_to_f32(static_cast<std::uint16_t>(b)); },
+                       [](std::uint32_t b) { return (b & 0x7FFFU) > 0x7C00U; },
+                       [](bool negative) -> std::uint32_t { return negative ? 0xFE00U : 0x7E00U; }};
+const SmallFormat kBF16{"bf16",
+                        16,
+                        [](float v) -> std::uint32_t { return f32_to_bf16_bits(v); },
+                        [](std::uint32_t b) { return bf16_bits_to_f32(static_cast<std::uint16_t>(b)); },
+                        [](std::uint32_t b) { return (b & 0x7FFFU) > 0x7F80U; },
+                        [](bool) -> std::uint32_t { return 0x7FC0U; }};
+const SmallFormat kF8E4M3FN{"f8e4m3fn",
+                            8,
+                            [](float v) -> std::uint32_t { return f32_to_f8e4m3_bits(v); },
+                            [](std::uint32_t b) { return f8e4m3_bits_to_f32(static_cast<std::uint8_t>(b)); },
+                            [](std::uint32_t b) { return (b & 0x7FU) == 0x7FU; },
+                            [](bool negative) -> std::uint32_t { return negative ? 0xFFU : 0x7FU; }};
+const SmallFormat kF8E5M2{"f8e5m2",
+                          8,
+                          [](float v) -> std::uint32_t { return f32_to_f8e5m2_bits(v); },
+                          [](std::uint32_t b) { return f8e5m2_bits_to_f32(static_cast<std::uint8_t>(b)); },
+                          [](std::uint32_t b) { return (b & 0x7FU) > 0x7CU; },
+                          [](bool negative) -> std::uint32_t { return negative ? 0xFFU : 0x7FU; }};
 
 // ---- every bit pattern -> f32, against the reference tables ----
 
@@ -153,12 +155,10 @@ void check_widening(const SmallFormat& format) {
     const auto pattern = static_cast<std::uint32_t>(i);
     const std::uint32_t want = reference[i];
     const std::uint32_t got = f32_bits(format.widen(pattern));
-    const bool ok = f32_bits_is_nan(want)
-                        ? f32_bits_is_nan(got) && (got >> 31) == (want >> 31)
-                        : got == want;
+    const bool ok = f32_bits_is_nan(want) ? f32_bits_is_nan(got) && (got >> 31) == (want >> 31) : got == want;
     if (!ok) {
-      mismatches.add(std::string(format.name) + " " + hex(pattern, format.bits / 4) + " -> " +
-                     hex(got, 8) + ", reference " + hex(want, 8));
+      mismatches.add(std::string(format.name) + " " + hex(pattern, format.bits / 4) + " -> " + hex(got, 8) +
+                     ", reference " + hex(want, 8));
     }
   }
   EXPECT_EQ(mismatches.count(), 0U) << mismatches.report();
@@ -179,8 +179,7 @@ void check_narrowing(const SmallFormat& format) {
   std::vector<Bits> reference;
   ASSERT_TRUE(load_reference("f32_inputs.bin", inputs));
   ASSERT_TRUE(load_reference(("f32_to_" + std::string(format.name) + ".bin").c_str(), reference));
-  ASSERT_EQ(reference.size(), inputs.size())
-      << "f32_to_" << format.name << ".bin and f32_inputs.bin differ in length";
+  ASSERT_EQ(reference.size(), inputs.size()) << "f32_to_" << format.name << ".bin and f32_inputs.bin differ in length";
   ASSERT_GE(inputs.size(), 1'000'000U) << "suspiciously few f32 inputs";
   const int digits = format.bits / 4;
   Mismatches mismatches;
@@ -190,10 +189,9 @@ void check_narrowing(const SmallFormat& format) {
     const std::uint32_t pytorch_nan = format.pytorch_nan((inputs[i] >> 31) != 0);
     const bool ok = format.is_nan(want) ? got == pytorch_nan : got == want;
     if (!ok) {
-      const std::string nan_note =
-          format.is_nan(want) ? " (NaN; PyTorch gives " + hex(pytorch_nan, digits) + ")" : "";
-      mismatches.add("f32 " + describe_f32(inputs[i]) + " -> " + format.name + " " +
-                     hex(got, digits) + ", reference " + hex(want, digits) + nan_note);
+      const std::string nan_note = format.is_nan(want) ? " (NaN; PyTorch gives " + hex(pytorch_nan, digits) + ")" : "";
+      mismatches.add("f32 " + describe_f32(inputs[i]) + " -> " + format.name + " " + hex(got, digits) + ", reference " +
+                     hex(want, digits) + nan_note);
     }
   }
   EXPECT_EQ(mismatches.count(), 0U) << mismatches.report();
@@ -307,8 +305,7 @@ TEST(FloatConvertRoundTrip, EveryNonNanPatternSurvives) {
       const std::uint32_t back = format->narrow(format->widen(pattern));
       if (back != pattern) {
         mismatches.add(std::string(format->name) + " " + hex(pattern, format->bits / 4) + " -> " +
-                       hex(f32_bits(format->widen(pattern)), 8) + " -> " +
-                       hex(back, format->bits / 4));
+                       hex(f32_bits(format->widen(pattern)), 8) + " -> " + hex(back, format->bits / 4));
       }
     }
     EXPECT_EQ(mismatches.count(), 0U) << mismatches.report();
@@ -338,11 +335,9 @@ void compiler_f16_block(const float* in, std::uint16_t* out, std::size_t count) 
 #if defined(__SANITIZE_ADDRESS__)
 #define TENSORACLE_TEST_ASAN 1
 #endif
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__OPTIMIZE__) && \
-    !defined(TENSORACLE_TEST_ASAN)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__OPTIMIZE__) && !defined(TENSORACLE_TEST_ASAN)
 #define TENSORACLE_F16_FULL_SWEEP 1
-__attribute__((target("f16c"))) void compiler_f16_block_f16c(const float* in, std::uint16_t* out,
-                                                             std::size_t count) {
+__attribute__((target("f16c"))) void compiler_f16_block_f16c(const float* in, std::uint16_t* out, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
     out[i] = std::bit_cast<std::uint16_t>(static_cast<_Float16>(in[i]));
   }
@@ -357,8 +352,8 @@ struct SweepResult {
 
 // Checks f32 patterns begin, begin + stride, ... below end. NaN inputs are not compared with
 // _Float16 (NaN payload rules differ); they must give PyTorch's 0x7E00 | sign.
-void sweep_f16(std::uint64_t begin, std::uint64_t end, std::uint64_t stride,
-               CompilerF16Block reference, SweepResult& result) {
+void sweep_f16(std::uint64_t begin, std::uint64_t end, std::uint64_t stride, CompilerF16Block reference,
+               SweepResult& result) {
   constexpr std::size_t kBlock = 4096;
   std::vector<float> values(kBlock);
   std::vector<std::uint16_t> wanted(kBlock);
@@ -373,8 +368,7 @@ void sweep_f16(std::uint64_t begin, std::uint64_t end, std::uint64_t stride,
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint32_t bits = f32_bits(values[i]);
       const std::uint16_t want =
-          f32_bits_is_nan(bits) ? static_cast<std::uint16_t>((bits >> 31) != 0 ? 0xFE00U : 0x7E00U)
-                                : wanted[i];
+          f32_bits_is_nan(bits) ? static_cast<std::uint16_t>((bits >> 31) != 0 ? 0xFE00U : 0x7E00U) : wanted[i];
       if (f32_to_f16_bits(values[i]) != want) {
         if (result.first_bad.size() < kMaxShownMismatches) {
           result.first_bad.push_back(bits);
@@ -410,8 +404,7 @@ TEST(FloatConvertExhaustive, F32ToF16MatchesCompilerFloat16) {
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < threads; ++t) {
       workers.emplace_back([t, threads, reference, &results] {
-        sweep_f16(kAllPatterns * t / threads, kAllPatterns * (t + 1) / threads, 1, reference,
-                  results[t]);
+        sweep_f16(kAllPatterns * t / threads, kAllPatterns * (t + 1) / threads, 1, reference, results[t]);
       });
     }
     for (std::thread& worker : workers) {
@@ -437,14 +430,14 @@ TEST(FloatConvertExhaustive, F32ToF16MatchesCompilerFloat16) {
       for (const std::uint32_t center : {f32_bits(here), f32_bits(midpoint)}) {
         for (const std::uint32_t sign : {0U, 0x80000000U}) {
           const std::uint64_t low = center >= kHalfWindow ? center - kHalfWindow : 0;
-          sweep_f16(low | sign, (std::uint64_t{center} + kHalfWindow + 1) | sign, 1, reference,
-                    results[0]);
+          sweep_f16(low | sign, (std::uint64_t{center} + kHalfWindow + 1) | sign, 1, reference, results[0]);
         }
       }
     }
-    std::printf("[          ] sampled %llu f32 patterns (full 2^32 sweep needs an optimised, "
-                "non-ASan build on a CPU with F16C)\n",
-                static_cast<unsigned long long>(results[0].checked));
+    std::printf(
+        "[          ] sampled %llu f32 patterns (full 2^32 sweep needs an optimised, "
+        "non-ASan build on a CPU with F16C)\n",
+        static_cast<unsigned long long>(results[0].checked));
   }
   Mismatches mismatches;
   for (const SweepResult& r : results) {
@@ -452,19 +445,17 @@ TEST(FloatConvertExhaustive, F32ToF16MatchesCompilerFloat16) {
       const float value = f32_from_bits(bits);
       std::uint16_t want = 0;
       reference(&value, &want, 1);
-      mismatches.add("f32 " + describe_f32(bits) + " -> " + hex(f32_to_f16_bits(value), 4) +
-                     ", _Float16 " + hex(want, 4));
+      mismatches.add("f32 " + describe_f32(bits) + " -> " + hex(f32_to_f16_bits(value), 4) + ", _Float16 " +
+                     hex(want, 4));
     }
     mismatches.add_unshown(r.bad - r.first_bad.size());
   }
   EXPECT_EQ(mismatches.count(), 0U) << mismatches.report();
 }
 
-#else   // no _Float16
+#else  // no _Float16
 
-TEST(FloatConvertExhaustive, F32ToF16MatchesCompilerFloat16) {
-  GTEST_SKIP() << "this compiler has no _Float16";
-}
+TEST(FloatConvertExhaustive, F32ToF16MatchesCompilerFloat16) { GTEST_SKIP() << "this compiler has no _Float16"; }
 
 #endif  // __FLT16_MANT_DIG__
 

@@ -28,7 +28,9 @@ void expect_graph_error(Fn&& fn, std::initializer_list<const char*> fragments) {
 
 class TempDir {
  public:
-  TempDir() : path_(std::filesystem::temp_directory_path() / ("tensoracle_net_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++))) {
+  TempDir()
+      : path_(std::filesystem::temp_directory_path() /
+              ("tensoracle_net_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++))) {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
@@ -91,7 +93,11 @@ TEST(Network, InferShapesRejectsBadInputShapes) {
   auto a = net.add_input("a", DataType::kF32, {-1, 4});
   net.mark_output(net.add_binary("add", a, a), "y");
   expect_graph_error([&] { net.infer_shapes({}); }, {"input 'a' has no shape"});
-  expect_graph_error([&] { net.infer_shapes({{"a", Dims{2, 5}}}); }, {"input 'a'", "does not match the declared [-1,4]"});
+  expect_graph_error(
+      [&] {
+        net.infer_shapes({{"a", Dims{2, 5}}});
+      },
+      {"input 'a'", "does not match the declared [-1,4]"});
   expect_graph_error([&] { net.infer_shapes({{"a", Dims{2}}}); }, {"input 'a'", "rank"});
   expect_graph_error([&] { net.infer_shapes({{"a", Dims{2, 4}}, {"zz", Dims{1}}}); }, {"'zz' is not an input"});
 }
@@ -117,8 +123,16 @@ TEST(Network, LayerErrorsNameTheLayerAndProblem) {
   auto h = net.add_input("h", DataType::kF16, {2, 3});
   expect_graph_error([&] { net.add_layer("no_such_op", {x}, {}, "l1"); }, {"layer 'l1'", "unknown op 'no_such_op'"});
   expect_graph_error([&] { net.add_layer("add", {x}, {}, "l2"); }, {"layer 'l2' (add)", "takes 2 inputs, 1 given"});
-  expect_graph_error([&] { net.add_layer("add", {x, x}, {{"alpha", 1.0}}, "l3"); }, {"layer 'l3' (add)", "unknown attribute 'alpha'"});
-  expect_graph_error([&] { net.add_layer("add", {x, h}, {}, "l4"); }, {"layer 'l4' (add)", "'x' (f32)", "'h' (f16)", "same dtype"});
+  expect_graph_error(
+      [&] {
+        net.add_layer("add", {x, x}, {{"alpha", 1.0}}, "l3");
+      },
+      {"layer 'l3' (add)", "unknown attribute 'alpha'"});
+  expect_graph_error(
+      [&] {
+        net.add_layer("add", {x, h}, {}, "l4");
+      },
+      {"layer 'l4' (add)", "'x' (f32)", "'h' (f16)", "same dtype"});
   expect_graph_error([&] { net.add_layer("add", {x, Tensor{999}}, {}, "l5"); }, {"invalid"});
   net.add_layer("add", {x, x}, {}, "dup");
   expect_graph_error([&] { net.add_layer("add", {x, x}, {}, "dup"); }, {"layer 'dup'", "already exists"});
@@ -180,17 +194,22 @@ TEST(Network, JsonErrors) {
   // Out of order is fine; a cycle is not.
   EXPECT_NO_THROW(load(R"([{"name": "l2", "op": "add", "inputs": ["a", "a"], "outputs": ["b"]},
                            {"name": "l1", "op": "add", "inputs": ["x", "x"], "outputs": ["a"]}])"));
-  expect_graph_error([&] { load(R"([{"name": "l1", "op": "add", "inputs": ["x", "b"], "outputs": ["a"]},
-                                    {"name": "l2", "op": "add", "inputs": ["a", "x"], "outputs": ["b"]}])"); },
-                     {"cycle", "l1", "l2"});
+  expect_graph_error(
+      [&] {
+        load(R"([{"name": "l1", "op": "add", "inputs": ["x", "b"], "outputs": ["a"]},
+                                    {"name": "l2", "op": "add", "inputs": ["a", "x"], "outputs": ["b"]}])");
+      },
+      {"cycle", "l1", "l2"});
   expect_graph_error([&] { load(R"([{"name": "l1", "op": "add", "inputs": ["x", "nope"], "outputs": ["b"]}])"); },
                      {"layer 'l1'", "input 'nope'"});
-  expect_graph_error([&] { load(R"([{"name": "l1", "op": "add", "inputs": ["x", "x"], "outputs": ["b"]}])", R"(["zz"])"); },
-                     {"output 'zz'"});
+  expect_graph_error(
+      [&] { load(R"([{"name": "l1", "op": "add", "inputs": ["x", "x"], "outputs": ["b"]}])", R"(["zz"])"); },
+      {"output 'zz'"});
   expect_graph_error([&] { Network::from_json("{not json", empty); }, {"not valid JSON"});
   expect_graph_error([&] { Network::from_json(R"({"format": "other", "version": 1})", empty); }, {"'format'"});
   EXPECT_THROW(Network::from_json(R"({"format": "tensoracle-network", "version": 1, "inputs": [],
-      "constants": [{"name": "w", "weight": "missing", "file": "m.safetensors"}], "layers": [], "outputs": []})", empty),
+      "constants": [{"name": "w", "weight": "missing", "file": "m.safetensors"}], "layers": [], "outputs": []})",
+                                  empty),
                NotFoundError);
 }
 

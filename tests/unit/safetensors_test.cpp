@@ -1,4 +1,5 @@
-// Tests of the safetensors writer, the validating zero-copy reader and WeightStore (plain files and sharded checkpoints).
+// Tests of the safetensors writer, the validating zero-copy reader and WeightStore (plain files and sharded
+// checkpoints).
 #include "tensoracle/safetensors.hpp"
 
 #include <gtest/gtest.h>
@@ -37,9 +38,9 @@ class TempDir {
   TempDir() {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
     std::random_device random;
-    path_ = fs::temp_directory_path() /
-            ("tensoracle-safetensors-test-" + std::string(test->test_suite_name()) + "-" + test->name() + "-" +
-             std::to_string(::getpid()) + "-" + std::to_string(random()));
+    path_ =
+        fs::temp_directory_path() / ("tensoracle-safetensors-test-" + std::string(test->test_suite_name()) + "-" +
+                                     test->name() + "-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -191,10 +192,8 @@ TEST(Safetensors, EveryDataTypeRoundTripsBitwiseThroughBytesAndFiles) {
 TEST(Safetensors, ScalarsAndEmptyTensors) {
   std::mt19937_64 rng(7);
   std::vector<Sample> samples = {
-      {"scalar_f32", DataType::kF32, Dims{}, {}},
-      {"scalar_bool", DataType::kBool, Dims{}, {}},
-      {"empty", DataType::kF32, Dims{0}, {}},
-      {"empty_middle", DataType::kBF16, Dims{3, 0, 2}, {}},
+      {"scalar_f32", DataType::kF32, Dims{}, {}}, {"scalar_bool", DataType::kBool, Dims{}, {}},
+      {"empty", DataType::kF32, Dims{0}, {}},     {"empty_middle", DataType::kBF16, Dims{3, 0, 2}, {}},
       {"after", DataType::kI64, Dims{2}, {}},
   };
   for (Sample& s : samples) s.bytes = random_tensor_bytes(s.dtype, s.shape, rng);
@@ -206,7 +205,8 @@ TEST(Safetensors, ScalarsAndEmptyTensors) {
   expect_contents(*file, samples);
   EXPECT_EQ(file->find("scalar_f32")->shape.rank(), 0);
   EXPECT_EQ(file->find("empty")->byte_size(), 0U);
-  EXPECT_NE(header_text(bytes).find(R"("scalar_f32":{"dtype":"F32","shape":[],)"), std::string::npos) << header_text(bytes);
+  EXPECT_NE(header_text(bytes).find(R"("scalar_f32":{"dtype":"F32","shape":[],)"), std::string::npos)
+      << header_text(bytes);
   EXPECT_NE(header_text(bytes).find(R"("shape":[3,0,2])"), std::string::npos) << header_text(bytes);
 }
 
@@ -288,15 +288,16 @@ TEST(Safetensors, HeaderLengthIsAlwaysAMultipleOfEight) {
 
 TEST(Safetensors, TensorsAreOrderedByDtypeRankThenName) {
   // The official order, highest dtype rank first; two tensors per dtype to check the name order.
-  const std::vector<DataType> rank_order = {DataType::kI64,    DataType::kF64,    DataType::kF32, DataType::kI32,
-                                            DataType::kBF16,   DataType::kF16,    DataType::kI16, DataType::kF8E4M3,
-                                            DataType::kF8E5M2, DataType::kI8,     DataType::kU8,  DataType::kBool};
+  const std::vector<DataType> rank_order = {DataType::kI64,    DataType::kF64, DataType::kF32, DataType::kI32,
+                                            DataType::kBF16,   DataType::kF16, DataType::kI16, DataType::kF8E4M3,
+                                            DataType::kF8E5M2, DataType::kI8,  DataType::kU8,  DataType::kBool};
   ASSERT_EQ(rank_order.size(), static_cast<std::size_t>(kNumDataTypes));
   std::vector<Sample> samples;
   std::mt19937_64 rng(3);
   for (DataType type : all_data_types()) {  // given in enum order, names chosen so that neither order is the answer
     for (const char* suffix : {"z", "a"}) {
-      samples.push_back({std::string(suffix) + std::string(to_string(type)), type, Dims{2}, random_tensor_bytes(type, Dims{2}, rng)});
+      samples.push_back(
+          {std::string(suffix) + std::string(to_string(type)), type, Dims{2}, random_tensor_bytes(type, Dims{2}, rng)});
     }
   }
   const Bytes bytes = serialize_safetensors(to_write(samples));
@@ -364,7 +365,8 @@ TEST(Safetensors, OpenedViewsPointIntoTheMappingAndKeepItAlive) {
   EXPECT_EQ(view->file.use_count(), 1);
   // Removing the file from disk doesn't invalidate the mapping either.
   fs::remove(path);
-  EXPECT_EQ(mapping_containing(view->data).rfind(fs::canonical(dir.path()).string(), 0), 0U) << mapping_containing(view->data);
+  EXPECT_EQ(mapping_containing(view->data).rfind(fs::canonical(dir.path()).string(), 0), 0U)
+      << mapping_containing(view->data);
   EXPECT_EQ(view->name(), "small");
   EXPECT_EQ(view->dtype(), DataType::kI16);
   EXPECT_EQ(view->shape(), Dims{3});
@@ -428,7 +430,9 @@ TEST(Safetensors, WriterRejectsInvalidTensors) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"duplicate names", {{"w", DataType::kF32, Dims{1}, data.data()}, {"w", DataType::kI8, Dims{1}, data.data()}}, "'w'"},
+      {"duplicate names",
+       {{"w", DataType::kF32, Dims{1}, data.data()}, {"w", DataType::kI8, Dims{1}, data.data()}},
+       "'w'"},
       {"__metadata__ as a name", {{"__metadata__", DataType::kF32, Dims{1}, data.data()}}, "__metadata__"},
       {"dynamic shape", {{"d", DataType::kF32, Dims{-1, 2}, data.data()}}, "dynamic"},
       {"null data", {{"n", DataType::kF32, Dims{2}, nullptr}}, "'n'"},
@@ -458,7 +462,9 @@ TEST(Safetensors, WriteToAMissingDirectoryIsAnIoErrorNamingThePath) {
   const Bytes data(4, std::byte{0});
   const fs::path path = dir / "no-such-dir" / "w.safetensors";
   EXPECT_THROW(write_safetensors(path, {{"w", DataType::kF32, Dims{1}, data.data()}}), IoError);
-  const std::string message = message_of([&] { write_safetensors(path, {{"w", DataType::kF32, Dims{1}, data.data()}}); });
+  const std::string message = message_of([&] {
+    write_safetensors(path, {{"w", DataType::kF32, Dims{1}, data.data()}});
+  });
   EXPECT_NE(message.find((dir / "no-such-dir").string()), std::string::npos) << message;
 }
 
@@ -472,7 +478,8 @@ TEST(Safetensors, WriteReplacesAnExistingFile) {
   std::int64_t back = 0;
   file->read(*file->find("v"), &back);
   EXPECT_EQ(back, -7);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1) << "temporary file left behind";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1)
+      << "temporary file left behind";
 }
 
 // ---- reader errors (the full malformed corpus is in tests/python/test_safetensors_malformed.py) ----
@@ -481,7 +488,9 @@ TEST(Safetensors, ReaderErrorsNameTheFile) {
   TempDir dir;
   const std::uint8_t short_file[4] = {1, 2, 3, 4};
   EXPECT_THROW(SafetensorsFile::from_bytes(short_file, sizeof short_file, "short-buffer"), FormatError);
-  EXPECT_NE(message_of([&] { SafetensorsFile::from_bytes(short_file, sizeof short_file, "short-buffer"); }).find("short-buffer"),
+  EXPECT_NE(message_of([&] {
+              SafetensorsFile::from_bytes(short_file, sizeof short_file, "short-buffer");
+            }).find("short-buffer"),
             std::string::npos);
 
   const std::uint8_t data[4] = {1, 2, 3, 4};
@@ -494,7 +503,8 @@ TEST(Safetensors, ReaderErrorsNameTheFile) {
   EXPECT_THROW(SafetensorsFile::open(dir / "trailing.safetensors"), FormatError);
 
   EXPECT_THROW(SafetensorsFile::open(dir / "missing.safetensors"), IoError);
-  EXPECT_NE(message_of([&] { SafetensorsFile::open(dir / "missing.safetensors"); }).find("missing.safetensors"), std::string::npos);
+  EXPECT_NE(message_of([&] { SafetensorsFile::open(dir / "missing.safetensors"); }).find("missing.safetensors"),
+            std::string::npos);
   EXPECT_THROW(SafetensorsFile::open(dir.path()), IoError);
 }
 
@@ -505,7 +515,9 @@ struct Shard {
   std::vector<Sample> tensors;
 };
 
-void write_shard(const TempDir& dir, const Shard& shard) { write_safetensors(dir / shard.file, to_write(shard.tensors)); }
+void write_shard(const TempDir& dir, const Shard& shard) {
+  write_safetensors(dir / shard.file, to_write(shard.tensors));
+}
 
 std::vector<Shard> make_shards(std::mt19937_64& rng) {
   std::vector<Shard> shards = {
@@ -592,8 +604,9 @@ TEST(WeightStore, IndexNamingAMissingShardIsAnIoError) {
   std::mt19937_64 rng(24);
   const auto shards = make_shards(rng);
   write_shard(dir, shards[0]);  // the second shard is never written
-  write_file(dir / "model.safetensors.index.json",
-             index_json({{"embed.weight", shards[0].file}, {"layers.0.weight", shards[0].file}, {"layers.1.weight", shards[1].file}}));
+  write_file(dir / "model.safetensors.index.json", index_json({{"embed.weight", shards[0].file},
+                                                               {"layers.0.weight", shards[0].file},
+                                                               {"layers.1.weight", shards[1].file}}));
   EXPECT_THROW(WeightStore::open({dir / "model.safetensors.index.json"}), IoError);
   const std::string message = message_of([&] { WeightStore::open({dir / "model.safetensors.index.json"}); });
   EXPECT_NE(message.find((dir / shards[1].file).string()), std::string::npos) << message;
@@ -611,8 +624,9 @@ TEST(WeightStore, IndexEntryWhoseTensorIsNotInItsShardIsAFormatError) {
   EXPECT_NE(message.find("'ghost'"), std::string::npos) << message;
   EXPECT_NE(message.find((dir / shards[0].file).string()), std::string::npos) << message;
   // "lm_head.bias" exists, but in the other shard than the one the index names.
-  write_file(dir / "moved.index.json",
-             index_json({{"embed.weight", shards[0].file}, {"lm_head.bias", shards[0].file}, {"layers.1.weight", shards[1].file}}));
+  write_file(dir / "moved.index.json", index_json({{"embed.weight", shards[0].file},
+                                                   {"lm_head.bias", shards[0].file},
+                                                   {"layers.1.weight", shards[1].file}}));
   EXPECT_THROW(WeightStore::open({dir / "moved.index.json"}), FormatError);
   message = message_of([&] { WeightStore::open({dir / "moved.index.json"}); });
   EXPECT_NE(message.find("'lm_head.bias'"), std::string::npos) << message;

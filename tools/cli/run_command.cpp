@@ -26,11 +26,13 @@ struct RunOptions {
 int run(const RunOptions& options) {
   Network network = options.weights.empty()
                         ? Network::from_json_file(options.network)
-                        : Network::from_json_file(options.network, WeightStore::open({options.weights.begin(), options.weights.end()}));
+                        : Network::from_json_file(options.network,
+                                                  WeightStore::open({options.weights.begin(), options.weights.end()}));
   std::map<std::string, HostTensor> inputs;
   std::vector<Tensor> declared = network.inputs();
   if (!declared.empty() || !options.inputs.empty()) {
-    if (options.inputs.empty()) throw InvalidArgumentError("the network has inputs; give them with --inputs FILE.safetensors");
+    if (options.inputs.empty())
+      throw InvalidArgumentError("the network has inputs; give them with --inputs FILE.safetensors");
     auto file = SafetensorsFile::open(options.inputs);
     for (Tensor t : declared) {
       const std::string name = network.name(t);
@@ -49,7 +51,8 @@ int run(const RunOptions& options) {
       Tensor t = network.find(info.name);
       bool is_input = false;
       for (Tensor d : declared) is_input = is_input || d == t;
-      if (!is_input) throw InvalidArgumentError(fmt::format("{}: '{}' is not an input of the network", options.inputs, info.name));
+      if (!is_input)
+        throw InvalidArgumentError(fmt::format("{}: '{}' is not an input of the network", options.inputs, info.name));
     }
   }
   auto start = std::chrono::steady_clock::now();
@@ -75,9 +78,11 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("NETWORK", options->network, "network JSON file")->required();
   cmd->add_option("--inputs,-i", options->inputs, "safetensors file holding the inputs");
   cmd->add_option("--output,-o", options->output, "safetensors file to write the outputs to")->required();
-  cmd->add_option("--weights,-w", options->weights,
-                  "weight files (.safetensors or .safetensors.index.json); default: the files the JSON names, relative to it");
-  cmd->footer("Exit status: 0 success; 1 invalid network, missing or ill-shaped input, unreadable file; 2 invalid usage.");
+  cmd->add_option(
+      "--weights,-w", options->weights,
+      "weight files (.safetensors or .safetensors.index.json); default: the files the JSON names, relative to it");
+  cmd->footer(
+      "Exit status: 0 success; 1 invalid network, missing or ill-shaped input, unreadable file; 2 invalid usage.");
   cmd->callback([&action, options] { action = [options] { return run(*options); }; });
 }
 

@@ -1,4 +1,5 @@
-// KernelContext: what a CPU reference kernel receives (attributes, input tensors, allocated outputs), and the kernel registry.
+// KernelContext: what a CPU reference kernel receives (attributes, input tensors, allocated outputs), and the kernel
+// registry.
 #pragma once
 
 #include <string_view>
@@ -13,7 +14,9 @@ namespace tensoracle::cpu {
 class KernelContext : public graph::AttrReader {
  public:
   KernelContext(const graph::Layer& layer, std::vector<const HostTensor*> inputs, std::vector<HostTensor*> outputs)
-      : graph::AttrReader(layer.attrs, layer.name, layer.op), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+      : graph::AttrReader(layer.attrs, layer.name, layer.op),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)) {}
 
   std::size_t num_inputs() const { return inputs_.size(); }
   bool has_input(std::size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }

@@ -19,7 +19,8 @@ Kernel find_kernel(std::string_view op) {
     std::sort(all.begin(), all.end(), [](const KernelEntry& a, const KernelEntry& b) { return a.op < b.op; });
     return all;
   }();
-  auto it = std::lower_bound(kernels.begin(), kernels.end(), op, [](const KernelEntry& e, std::string_view n) { return e.op < n; });
+  auto it = std::lower_bound(kernels.begin(), kernels.end(), op,
+                             [](const KernelEntry& e, std::string_view n) { return e.op < n; });
   return (it != kernels.end() && it->op == op) ? it->kernel : nullptr;
 }
 

@@ -13,22 +13,25 @@
 
 namespace tensoracle {
 
-std::map<std::string, HostTensor> run_reference(const Network& network, const std::map<std::string, HostTensor>& inputs) {
+std::map<std::string, HostTensor> run_reference(const Network& network,
+                                                const std::map<std::string, HostTensor>& inputs) {
   network.verify();
   const graph::Graph& g = network.graph();
   std::vector<Dims> input_shapes;
   for (auto id : g.inputs) {
     const auto& t = g.tensor(id);
     auto it = inputs.find(t.name);
-    if (it == inputs.end()) throw InvalidArgumentError(fmt::format("input '{}' is missing; the network needs every input", t.name));
+    if (it == inputs.end())
+      throw InvalidArgumentError(fmt::format("input '{}' is missing; the network needs every input", t.name));
     if (it->second.dtype != t.dtype) {
       throw InvalidArgumentError(fmt::format("input '{}' has dtype {}, the network declares {}", t.name,
                                              to_string(it->second.dtype), to_string(t.dtype)));
     }
     const HostTensor& given = it->second;
     if (given.shape.is_static() && given.bytes.size() != given.size() * element_size(given.dtype)) {
-      throw InvalidArgumentError(fmt::format("input '{}' holds {} bytes, its shape {} needs {}", t.name, given.bytes.size(),
-                                             given.shape.to_string(), given.size() * element_size(given.dtype)));
+      throw InvalidArgumentError(fmt::format("input '{}' holds {} bytes, its shape {} needs {}", t.name,
+                                             given.bytes.size(), given.shape.to_string(),
+                                             given.size() * element_size(given.dtype)));
     }
     input_shapes.push_back(given.shape);
   }
@@ -66,7 +69,9 @@ std::map<std::string, HostTensor> run_reference(const Network& network, const st
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const graph::Layer& layer = g.layers[l];
     cpu::Kernel kernel = cpu::find_kernel(layer.op);
-    if (kernel == nullptr) throw UnsupportedError(fmt::format("layer '{}': the CPU backend has no kernel for op '{}'", layer.name, layer.op));
+    if (kernel == nullptr)
+      throw UnsupportedError(
+          fmt::format("layer '{}': the CPU backend has no kernel for op '{}'", layer.name, layer.op));
     std::vector<const HostTensor*> ins;
     for (auto id : layer.inputs) ins.push_back(id < 0 ? nullptr : &*values[static_cast<std::size_t>(id)]);
     std::vector<HostTensor*> outs;

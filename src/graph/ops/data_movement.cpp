@@ -15,16 +15,6 @@ constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 std::string list_string(const std::vector<std::int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
 
-// Product of attribute sizes; attribute values are untrusted, so overflow is an error, not UB.
-std::int64_t checked_product(InferContext& ctx, const std::vector<std::int64_t>& values, std::string_view what) {
-  std::int64_t p = 1;
-  for (auto v : values) {
-    if (__builtin_mul_overflow(p, v, &p))
-      ctx.fail(fmt::format("{} has too many elements (the product overflows int64)", what));
-  }
-  return p;
-}
-
 // Normalizes every axis of `axes` against `rank` and rejects repeats; `role` names the list.
 std::vector<std::int64_t> normalize_unique_axes(InferContext& ctx, const std::vector<std::int64_t>& axes, int rank,
                                                 const TensorType& tensor, std::string_view role) {

@@ -143,7 +143,8 @@ double round_to(DataType dtype, double value) {
 
 std::vector<std::int64_t> row_major_strides(const Dims& shape) {
   std::vector<std::int64_t> strides(static_cast<std::size_t>(shape.rank()), 1);
-  for (int i = shape.rank() - 2; i >= 0; --i) strides[static_cast<std::size_t>(i)] = strides[static_cast<std::size_t>(i) + 1] * shape[i + 1];
+  for (int i = shape.rank() - 2; i >= 0; --i)
+    strides[static_cast<std::size_t>(i)] = strides[static_cast<std::size_t>(i) + 1] * shape[i + 1];
   return strides;
 }
 

@@ -1,4 +1,5 @@
-// Numeric helpers shared by the CPU reference kernels: dtype conversion to/from double and int64, strides, broadcasting.
+// Numeric helpers shared by the CPU reference kernels: dtype conversion to/from double and int64, strides,
+// broadcasting.
 #pragma once
 
 #include <cstdint>
