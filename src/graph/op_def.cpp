@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 
 namespace tensoracle::graph {
@@ -43,6 +44,12 @@ double AttrReader::get_float(std::string_view name, std::optional<double> fallba
   }
   if (const auto* d = std::get_if<double>(v)) return *d;
   if (const auto* i = std::get_if<std::int64_t>(v)) return static_cast<double>(*i);
+  // The JSON form writes non-finite numbers as these strings.
+  if (const auto* t = std::get_if<std::string>(v)) {
+    if (*t == "inf") return std::numeric_limits<double>::infinity();
+    if (*t == "-inf") return -std::numeric_limits<double>::infinity();
+    if (*t == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
   fail(fmt::format("attribute '{}' must be a number", name));
 }
 

@@ -66,14 +66,23 @@ T saturate(double d) {
   return static_cast<T>(d);
 }
 
+// double -> float rounding to nearest even, with values beyond the float range going to ±inf
+// (a plain cast of such values is undefined behaviour).
+float to_float(double v) {
+  constexpr double kOverflow = 0x1.ffffffp127;  // FLT_MAX plus half an ulp: rounds up to infinity
+  if (v >= kOverflow) return std::numeric_limits<float>::infinity();
+  if (v <= -kOverflow) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(v);
+}
+
 void store_double(HostTensor& t, std::size_t i, double v) {
   switch (t.dtype) {
     case DataType::kF64: store<double>(t, i, v); break;
-    case DataType::kF32: store<float>(t, i, static_cast<float>(v)); break;
-    case DataType::kF16: store<std::uint16_t>(t, i, f32_to_f16_bits(static_cast<float>(v))); break;
-    case DataType::kBF16: store<std::uint16_t>(t, i, f32_to_bf16_bits(static_cast<float>(v))); break;
-    case DataType::kF8E4M3: store<std::uint8_t>(t, i, f32_to_f8e4m3_bits(static_cast<float>(v))); break;
-    case DataType::kF8E5M2: store<std::uint8_t>(t, i, f32_to_f8e5m2_bits(static_cast<float>(v))); break;
+    case DataType::kF32: store<float>(t, i, to_float(v)); break;
+    case DataType::kF16: store<std::uint16_t>(t, i, f32_to_f16_bits(to_float(v))); break;
+    case DataType::kBF16: store<std::uint16_t>(t, i, f32_to_bf16_bits(to_float(v))); break;
+    case DataType::kF8E4M3: store<std::uint8_t>(t, i, f32_to_f8e4m3_bits(to_float(v))); break;
+    case DataType::kF8E5M2: store<std::uint8_t>(t, i, f32_to_f8e5m2_bits(to_float(v))); break;
     case DataType::kI64: {
       std::int64_t x = 0;
       if (!std::isnan(v)) {
@@ -102,7 +111,7 @@ std::vector<double> to_f64(const HostTensor& t) {
 
 std::vector<float> to_f32(const HostTensor& t) {
   std::vector<float> out(t.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(element_as_double(t, i));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_float(element_as_double(t, i));
   return out;
 }
 
