@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (build-fuzz/) and runs each for a bounded time on a seed corpus.
+# Builds the libFuzzer targets with clang (build-fuzz/) and runs each for SECONDS (default 60) on a seed corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -13,4 +13,12 @@ python3 tests/python/make_malformed_corpus.py "$corpus" >/dev/null
 rm -f "$corpus/expectations.json"
 python3 tests/fuzz/make_valid_seeds.py "$corpus"
 "$build_dir/tests/fuzz/fuzz_safetensors_reader" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+  -print_final_stats=1 "$corpus" 2>&1 | tail -n 15
+
+# Engine bytes: seeds are small valid CPU engines written by make_engine_seeds.
+cmake --build "$build_dir" --target fuzz_engine_plan make_engine_seeds
+corpus="$build_dir/fuzz-corpus/engine"
+rm -rf "$corpus" && mkdir -p "$corpus"
+"$build_dir/tests/fuzz/make_engine_seeds" "$corpus"
+"$build_dir/tests/fuzz/fuzz_engine_plan" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
   -print_final_stats=1 "$corpus" 2>&1 | tail -n 15

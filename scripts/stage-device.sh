@@ -5,11 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 stage=.device/build
-rm -rf "$stage" && mkdir -p "$stage/src" "$stage/tools/cli" "$stage/tests" "$stage/lib"
+rm -rf "$stage" && mkdir -p "$stage/src" "$stage/tools/cli" "$stage/tests" "$stage/lib" "$stage/examples"
 cp -P "$build"/src/libtensoracle.so* "$stage/src/"
 cp "$build/tools/cli/tensoracle" "$stage/tools/cli/"
-for t in tensoracle_unit_tests safetensors_rewrite; do cp "$build/tests/$t" "$stage/tests/"; done
-strip --strip-debug "$stage"/src/libtensoracle.so.*.*.* "$stage/tools/cli/tensoracle" "$stage"/tests/*
+for t in tensoracle_unit_tests tensoracle_cuda_tests safetensors_rewrite cache_open_child; do cp "$build/tests/$t" "$stage/tests/"; done
+cp "$build/examples/transformer_encoder" "$stage/examples/"
+strip --strip-debug "$stage"/src/libtensoracle.so.*.*.* "$stage/tools/cli/tensoracle" "$stage"/tests/* "$stage"/examples/*
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$stage/lib/"
 done

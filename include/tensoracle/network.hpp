@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,6 +105,9 @@ class Network {
                             const std::string& name = {});
   // Marks a tensor as a network output under `name` (the tensor is renamed).
   void mark_output(Tensor tensor, const std::string& name);
+  // Gives a layer output another name (unique in the network). Throws GraphError for inputs,
+  // constants and names already taken.
+  void rename_tensor(Tensor tensor, const std::string& name);
 
   // ---- generic layer: what the JSON form and every typed method below use ----
   // `op` is an op name (docs/network-json.md lists them with their inputs and attributes);
@@ -205,6 +209,10 @@ class Network {
   // Rebuilds a network; weight references are resolved in `weights`. Paths of weight files are
   // compared as given. Throws GraphError (invalid network) or NotFoundError (missing weight).
   static Network from_json(std::string_view json, const WeightStore& weights);
+  // Rebuilds a network whose weight references are resolved by a callback: given the weight name
+  // and the recorded file, it returns the tensor, or nullopt when there is none (NotFoundError).
+  using WeightResolver = std::function<std::optional<TensorView>(const std::string& weight, const std::string& file)>;
+  static Network from_json(std::string_view json, const WeightResolver& resolve_weight);
   static Network from_json_file(const std::filesystem::path& path, const WeightStore& weights);
   // Opens the weight files the JSON names (relative paths are relative to the JSON file's folder).
   static Network from_json_file(const std::filesystem::path& path);

@@ -1,12 +1,20 @@
 // Umbrella header: everything a model package or application needs from tensoracle.
 #pragma once
 
+#include "tensoracle/builder.hpp"
+#include "tensoracle/cache.hpp"
+#include "tensoracle/compare.hpp"
 #include "tensoracle/data_type.hpp"
 #include "tensoracle/dims.hpp"
+#include "tensoracle/engine.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/float_convert.hpp"
+#include "tensoracle/host_tensor.hpp"
 #include "tensoracle/logging.hpp"
+#include "tensoracle/network.hpp"
+#include "tensoracle/reference_executor.hpp"
 #include "tensoracle/safetensors.hpp"
 #include "tensoracle/sha256.hpp"
 #include "tensoracle/system_info.hpp"
+#include "tensoracle/target_memory.hpp"
 #include "tensoracle/version.hpp"

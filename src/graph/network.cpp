@@ -76,7 +76,8 @@ Tensor Network::add_input(const std::string& name, DataType dtype, const Dims& d
 }
 
 Tensor Network::add_constant(const TensorView& weight, const std::string& name) {
-  if (weight.info == nullptr || weight.file == nullptr) throw GraphError("add_constant: the weight view is empty");
+  if (weight.info == nullptr || (weight.data == nullptr && weight.byte_size() != 0))
+    throw GraphError("add_constant: the weight view is empty");
   Graph& g = *graph_;
   TensorData t;
   t.name = name.empty() ? weight.name() : name;
@@ -86,7 +87,7 @@ Tensor Network::add_constant(const TensorView& weight, const std::string& name) 
   for (auto d : weight.shape()) t.shape.push_back(g.dims.constant(d));
   t.weight = weight;
   t.weight_name = weight.name();
-  t.weight_file = weight.file->path();
+  t.weight_file = weight.file ? weight.file->path() : std::string();  // engine-owned weights have no file
   return Tensor{add_tensor(g, std::move(t))};
 }
 
@@ -122,7 +123,8 @@ Tensor Network::add_small_constant(const std::vector<double>& values, DataType d
 
 void Network::mark_output(Tensor tensor, const std::string& name) {
   Graph& g = *graph_;
-  TensorData& t = const_cast<TensorData&>(checked(g, tensor, "mark_output"));
+  checked(g, tensor, "mark_output");
+  TensorData& t = g.tensor(tensor.id);
   if (t.kind != TensorKind::kLayerOutput) {
     throw GraphError(fmt::format("mark_output '{}': tensor '{}' is a network {}, not a layer output", name, t.name,
                                  t.kind == TensorKind::kInput ? "input" : "constant"));
@@ -137,6 +139,21 @@ void Network::mark_output(Tensor tensor, const std::string& name) {
     g.tensor_by_name.emplace(name, tensor.id);
   }
   g.outputs.push_back(tensor.id);
+}
+
+void Network::rename_tensor(Tensor tensor, const std::string& name) {
+  Graph& g = *graph_;
+  checked(g, tensor, "rename_tensor");
+  TensorData& t = g.tensor(tensor.id);
+  if (t.kind != TensorKind::kLayerOutput) {
+    throw GraphError(fmt::format("rename_tensor '{}': tensor '{}' is a network {}, not a layer output", name, t.name,
+                                 t.kind == TensorKind::kInput ? "input" : "constant"));
+  }
+  if (name == t.name) return;
+  check_tensor_name(g, name, "tensor");
+  g.tensor_by_name.erase(t.name);
+  t.name = name;
+  g.tensor_by_name.emplace(name, tensor.id);
 }
 
 std::vector<Tensor> Network::add_layer(const std::string& op, const std::vector<Tensor>& inputs,

@@ -105,17 +105,6 @@ Dims shape_field(const Json& object, const std::string& where) {
   return Dims(std::move(dims));
 }
 
-// Renames a freshly made layer output to the name the JSON gives it.
-void rename_tensor(graph::Graph& g, std::int32_t id, const std::string& name, const std::string& where) {
-  auto& t = g.tensor(id);
-  if (t.name == name) return;
-  if (g.tensor_by_name.count(name) != 0)
-    throw GraphError(fmt::format("network JSON: {}: tensor name '{}' is used twice", where, name));
-  g.tensor_by_name.erase(t.name);
-  t.name = name;
-  g.tensor_by_name.emplace(name, id);
-}
-
 }  // namespace
 
 std::string Network::to_json() const {
@@ -169,6 +158,13 @@ std::string Network::to_json() const {
 }
 
 Network Network::from_json(std::string_view text, const WeightStore& weights) {
+  return from_json(text, [&weights](const std::string& weight, const std::string&) -> std::optional<TensorView> {
+    if (!weights.contains(weight)) return std::nullopt;
+    return weights.get(weight);
+  });
+}
+
+Network Network::from_json(std::string_view text, const WeightResolver& resolve_weight) {
   Json doc;
   try {
     doc = Json::parse(text.begin(), text.end());
@@ -207,11 +203,12 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
     } else {
       std::string weight = string_field(c, "weight", where);
       std::string file = c.contains("file") && c["file"].is_string() ? c["file"].get<std::string>() : std::string();
-      if (!weights.contains(weight)) {
+      std::optional<TensorView> view = resolve_weight(weight, file);
+      if (!view) {
         throw NotFoundError(fmt::format("network JSON: {}: weight '{}'{} is not in the weight files given", where,
                                         weight, file.empty() ? std::string() : fmt::format(" (recorded in {})", file)));
       }
-      Tensor t = net.add_constant(weights.get(weight), name);
+      Tensor t = net.add_constant(*view, name);
       net.graph_->tensor(t.id).weight_file = file.empty() ? net.graph_->tensor(t.id).weight_file : file;
     }
   }
@@ -301,8 +298,12 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
       throw GraphError(
           fmt::format("network JSON: {}: lists {} outputs, the op produces {}", where, names.size(), outs.size()));
     }
-    for (std::size_t o = 0; o < outs.size(); ++o)
-      rename_tensor(*net.graph_, outs[o].id, names[o].get<std::string>(), where);
+    for (std::size_t o = 0; o < outs.size(); ++o) {
+      const std::string wanted = names[o].get<std::string>();
+      if (net.graph_->tensor(outs[o].id).name != wanted && net.graph_->tensor_by_name.count(wanted) != 0)
+        throw GraphError(fmt::format("network JSON: {}: tensor name '{}' is used twice", where, wanted));
+      net.rename_tensor(outs[o], wanted);
+    }
   }
   for (const auto& o : doc["outputs"]) {
     if (!o.is_string()) throw GraphError("network JSON: 'outputs' must list tensor names");

@@ -1,5 +1,9 @@
 """Op-conformance suite: every case of tests/python/conformance/cases_*.py run on the CPU reference
-executor and compared with PyTorch (float64 reference). Runs under a Python that has torch."""
+executor and compared with PyTorch (float64 reference). Runs under a Python that has torch.
+
+With TENSORACLE_CONFORMANCE_TARGET=cuda (or cpu) every case is also built as an engine for that target
+and its outputs are compared with the CPU reference's (conformance/targets.py); the cases then run
+concurrently."""
 import importlib
 import pkgutil
 import sys
@@ -11,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import conformance  # noqa: E402
 from conformance.framework import cli_path, run_case  # noqa: E402
+from conformance.targets import run_all, target  # noqa: E402
 
 SEED = int(torch.randint(0, 2**31 - 1, ()).item())
 
@@ -26,10 +31,24 @@ def all_cases():
 CASES = all_cases()
 
 
+@pytest.fixture(scope="module")
+def target_results(tmp_path_factory):
+    """Problems of every case on the engine target, run all at once (None without a target)."""
+    if not target():
+        return None
+    base = tmp_path_factory.mktemp("conformance_" + target())
+    return base, run_all(CASES, base, cli_path(), target())
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_op_conformance(case, tmp_path):
-    problems = run_case(case, tmp_path / case.name, cli_path())
-    assert not problems, f"seed {SEED}; inputs kept in {tmp_path / case.name}\n" + "\n".join(problems)
+def test_op_conformance(case, tmp_path, target_results):
+    if target_results is None:
+        problems = run_case(case, tmp_path / case.name, cli_path())
+        assert not problems, f"seed {SEED}; inputs kept in {tmp_path / case.name}\n" + "\n".join(problems)
+    else:
+        base, results = target_results
+        problems = results[case.name]
+        assert not problems, f"seed {SEED}; inputs kept in {base / case.name}\n" + "\n".join(problems)
 
 
 def test_case_names_are_unique():

@@ -21,9 +21,14 @@ TEST(SystemInfo, ReportsVersionAndCudaState) {
       EXPECT_FALSE(d.name.empty());
       EXPECT_GT(d.multiprocessor_count, 0);
       EXPECT_GT(d.total_memory_bytes, 0u);
+      EXPECT_GT(d.memory_bus_width_bits, 0);
+      EXPECT_GT(d.l2_cache_bytes, 0);
+      EXPECT_GT(d.shared_memory_per_block_optin_bytes, 0u);
     }
   }
-  if (info.cuda_backend_built) EXPECT_GT(info.cuda_runtime_version, 0);
+  if (info.cuda_backend_built) {
+    EXPECT_GT(info.cuda_runtime_version, 0);
+  }
 }
 
 // On the GPU machine the test script sets TENSORACLE_REQUIRE_GPU=1: there a missing device is a

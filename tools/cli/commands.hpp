@@ -1,9 +1,15 @@
 // The `tensoracle` command's subcommands: each registers itself on the CLI11 app and runs when chosen.
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "tensoracle/engine.hpp"
 
 namespace tensoracle::cli {
 
@@ -19,5 +25,24 @@ using Action = std::function<int()>;
 void add_safetensors_command(CLI::App& app, Action& action);
 // `tensoracle run ...`
 void add_run_command(CLI::App& app, Action& action);
+// `tensoracle compare CANDIDATE REFERENCE`
+void add_compare_command(CLI::App& app, Action& action);
+// `tensoracle cache list|prune`
+void add_cache_command(CLI::App& app, Action& action);
+
+// `tensoracle build ...` and `tensoracle inspect ...` (engine_commands.cpp)
+void add_build_command(CLI::App& app, Action& action);
+void add_inspect_command(CLI::App& app, Action& action);
+// `tensoracle bench ...` (bench_command.cpp)
+void add_bench_command(CLI::App& app, Action& action);
+
+// Engine files (engine_files.cpp): plain engines, or cache entries.
+std::vector<std::byte> read_engine_bytes(const std::string& path);
+std::string read_engine_manifest(const std::string& path);
+std::shared_ptr<const Engine> load_engine(const std::string& path);
+// True when the file starts like an engine or a cache entry (else: a network JSON).
+bool looks_like_engine(const std::string& path);
+// "8x128" → Dims; "scalar" or "" → rank 0. InvalidArgumentError naming `what` otherwise.
+Dims parse_dims(const std::string& text, const std::string& what);
 
 }  // namespace tensoracle::cli

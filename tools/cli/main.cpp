@@ -23,6 +23,7 @@ std::string version_text() {
     text += info.cuda_driver_version
                 ? fmt::format("CUDA {}.{}\n", info.cuda_driver_version / 1000, (info.cuda_driver_version % 1000) / 10)
                 : std::string("none\n");
+    text += fmt::format("cuBLASLt {}, cuDNN {}\n", info.cublaslt_version, info.cudnn_version);
   }
   for (const auto& d : info.cuda_devices) {
     text += fmt::format("GPU {}: {} (sm_{}{}, {} SMs, {:.1f} GiB)\n", d.index, d.name, d.compute_capability_major,
@@ -51,7 +52,12 @@ int main(int argc, char** argv) {
 
   tensoracle::cli::Action action;
   tensoracle::cli::add_safetensors_command(app, action);
+  tensoracle::cli::add_build_command(app, action);
   tensoracle::cli::add_run_command(app, action);
+  tensoracle::cli::add_inspect_command(app, action);
+  tensoracle::cli::add_bench_command(app, action);
+  tensoracle::cli::add_compare_command(app, action);
+  tensoracle::cli::add_cache_command(app, action);
 
   // --version works without a subcommand.
   for (int i = 1; i < argc; ++i) {

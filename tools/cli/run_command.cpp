@@ -1,4 +1,4 @@
-// `tensoracle run`: runs a JSON network on the CPU reference executor with inputs and outputs in safetensors files.
+// `tensoracle run`: runs an engine, or a JSON network on the CPU reference executor, on safetensors inputs.
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -12,6 +12,7 @@
 #include "tensoracle/network.hpp"
 #include "tensoracle/reference_executor.hpp"
 #include "tensoracle/safetensors.hpp"
+#include "tensoracle/target_memory.hpp"
 
 namespace tensoracle::cli {
 namespace {
@@ -23,7 +24,72 @@ struct RunOptions {
   std::vector<std::string> weights;
 };
 
+// Runs an engine: inputs from the safetensors file set the shapes; outputs come back to the host.
+int run_engine(const RunOptions& options) {
+  auto engine = load_engine(options.network);
+  auto ctx = engine->create_execution_context();
+  std::shared_ptr<const SafetensorsFile> file;
+  if (!engine->inputs().empty()) {
+    if (options.inputs.empty())
+      throw InvalidArgumentError("the engine has inputs; give them with --inputs FILE.safetensors");
+    file = SafetensorsFile::open(options.inputs);
+  }
+  std::map<std::string, Dims> shapes;
+  for (const auto& in : engine->inputs()) {
+    const TensorInfo* info = file->find(in.name);
+    if (info == nullptr)
+      throw InvalidArgumentError(fmt::format("{}: input '{}' ({} {}) is missing", options.inputs, in.name,
+                                             to_string(in.dtype), in.dims.to_string()));
+    if (info->dtype != in.dtype)
+      throw InvalidArgumentError(fmt::format("{}: input '{}' is {}, the engine expects {}", options.inputs, in.name,
+                                             safetensors_name(info->dtype), to_string(in.dtype)));
+    shapes[in.name] = info->shape;
+  }
+  if (file) {
+    for (const TensorInfo& info : file->tensors()) {
+      if (shapes.count(info.name) == 0)
+        throw InvalidArgumentError(fmt::format("{}: '{}' is not an input of the engine", options.inputs, info.name));
+    }
+  }
+  ctx->set_input_shapes(shapes);
+  const Target target = engine->target();
+  std::vector<TargetBuffer> buffers;
+  for (const auto& in : engine->inputs()) {
+    const TensorInfo* info = file->find(in.name);
+    std::vector<std::byte> host(info->byte_size());
+    file->read(*info, host.data());
+    buffers.emplace_back(target, host.size());
+    buffers.back().copy_from_host(host.data(), host.size());
+    ctx->set_tensor_address(in.name, buffers.back().data());
+  }
+  std::vector<HostTensor> results;
+  for (const auto& out : engine->outputs()) {
+    results.emplace_back(ctx->tensor_dtype(out.name), ctx->tensor_shape(out.name));
+    buffers.emplace_back(target, results.back().bytes.size());
+    buffers.back().fill(0xFF);  // poisoned: unwritten elements show as NaN or -1
+    ctx->set_tensor_address(out.name, buffers.back().data());
+  }
+  TargetStream stream(target);
+  TargetTimer timer(target, stream.get());
+  timer.start();
+  ctx->enqueue(stream.get());
+  timer.stop();
+  stream.synchronize();
+  const double ms = timer.elapsed_ms();
+  std::vector<TensorToWrite> tensors;
+  for (std::size_t i = 0; i < engine->outputs().size(); ++i) {
+    const TargetBuffer& b = buffers[engine->inputs().size() + i];
+    b.copy_to_host(results[i].bytes.data(), results[i].bytes.size());
+    tensors.push_back(results[i].to_write(engine->outputs()[i].name));
+  }
+  write_safetensors(options.output, tensors);
+  std::cerr << fmt::format("tensoracle run: engine on {} ({}) in {:.3f} ms; wrote {} output(s) to {}\n",
+                           target.to_string(), to_string(engine->precision()), ms, tensors.size(), options.output);
+  return kExitOk;
+}
+
 int run(const RunOptions& options) {
+  if (looks_like_engine(options.network)) return run_engine(options);
   Network network = options.weights.empty()
                         ? Network::from_json_file(options.network)
                         : Network::from_json_file(options.network,
@@ -72,10 +138,11 @@ void add_run_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
       "run",
-      "Run a network described in JSON (docs/network-json.md) on the CPU reference executor. Inputs are read from a "
-      "safetensors file (one tensor per network input, by name, with the declared dtype); every network output is "
-      "written to the output safetensors file.");
-  cmd->add_option("NETWORK", options->network, "network JSON file")->required();
+      "Run an engine (from 'tensoracle build' or the engine cache) on its target, or a network described in JSON "
+      "(docs/network-json.md) on the CPU reference executor. Inputs are read from a safetensors file (one tensor per "
+      "input, by name, with the declared dtype; their shapes set the engine's input shapes); every output is written "
+      "to the output safetensors file.");
+  cmd->add_option("NETWORK", options->network, "engine file or network JSON file")->required();
   cmd->add_option("--inputs,-i", options->inputs, "safetensors file holding the inputs");
   cmd->add_option("--output,-o", options->output, "safetensors file to write the outputs to")->required();
   cmd->add_option(

@@ -5,32 +5,33 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/tensor_ref.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
-#include "tensoracle/host_tensor.hpp"
 
 namespace tensoracle::cpu {
 
 class KernelContext : public graph::AttrReader {
  public:
-  KernelContext(const graph::Layer& layer, std::vector<const HostTensor*> inputs, std::vector<HostTensor*> outputs)
+  // inputs[i] is nullptr for an absent optional input.
+  KernelContext(const graph::Layer& layer, std::vector<const TensorRef*> inputs, std::vector<const TensorRef*> outputs)
       : graph::AttrReader(layer.attrs, layer.name, layer.op),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)) {}
 
   std::size_t num_inputs() const { return inputs_.size(); }
   bool has_input(std::size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
-  const HostTensor& input(std::size_t i) const {
+  const TensorRef& input(std::size_t i) const {
     if (!has_input(i)) fail("a required input is missing");
     return *inputs_[i];
   }
   std::size_t num_outputs() const { return outputs_.size(); }
-  // Allocated with the inferred dtype and concrete shape, and poisoned (0xFF bytes) beforehand.
-  HostTensor& output(std::size_t i) const { return *outputs_.at(i); }
+  // Sized for the inferred dtype and concrete shape; the reference executor poisons it (0xFF bytes) beforehand.
+  const TensorRef& output(std::size_t i) const { return *outputs_.at(i); }
 
  private:
-  std::vector<const HostTensor*> inputs_;
-  std::vector<HostTensor*> outputs_;
+  std::vector<const TensorRef*> inputs_;
+  std::vector<const TensorRef*> outputs_;
 };
 
 using Kernel = void (*)(KernelContext& ctx);

@@ -72,15 +72,23 @@ std::map<std::string, HostTensor> run_reference(const Network& network,
     if (kernel == nullptr)
       throw UnsupportedError(
           fmt::format("layer '{}': the CPU backend has no kernel for op '{}'", layer.name, layer.op));
-    std::vector<const HostTensor*> ins;
-    for (auto id : layer.inputs) ins.push_back(id < 0 ? nullptr : &*values[static_cast<std::size_t>(id)]);
-    std::vector<HostTensor*> outs;
+    std::vector<cpu::TensorRef> in_refs;
+    in_refs.reserve(layer.inputs.size());
+    for (auto id : layer.inputs) {
+      in_refs.push_back(id < 0 ? cpu::TensorRef() : cpu::TensorRef(*values[static_cast<std::size_t>(id)]));
+    }
+    std::vector<const cpu::TensorRef*> ins;
+    for (std::size_t i = 0; i < layer.inputs.size(); ++i) ins.push_back(layer.inputs[i] < 0 ? nullptr : &in_refs[i]);
+    std::vector<cpu::TensorRef> out_refs;
+    out_refs.reserve(layer.outputs.size());
     for (auto id : layer.outputs) {
       auto& slot = values[static_cast<std::size_t>(id)];
       slot = HostTensor(g.tensor(id).dtype, shapes[static_cast<std::size_t>(id)]);
       std::fill(slot->bytes.begin(), slot->bytes.end(), std::byte{0xFF});  // poison: unwritten elements show
-      outs.push_back(&*slot);
+      out_refs.emplace_back(*slot);
     }
+    std::vector<const cpu::TensorRef*> outs;
+    for (auto& r : out_refs) outs.push_back(&r);
     cpu::KernelContext ctx(layer, std::move(ins), std::move(outs));
     kernel(ctx);
     for (auto id : layer.inputs) {

@@ -1,6 +1,8 @@
 // CUDA device discovery through the runtime API (linked statically so machines without a driver still load the
 // library).
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include <string>
 
@@ -13,6 +15,8 @@ void query_devices(SystemInfo& info) {
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) info.cuda_runtime_version = runtime;
   int driver = 0;
   if (cudaDriverGetVersion(&driver) == cudaSuccess) info.cuda_driver_version = driver;
+  info.cublaslt_version = cublasLtGetVersion();
+  info.cudnn_version = cudnnGetVersion();
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -39,6 +43,14 @@ void query_devices(SystemInfo& info) {
     device.compute_capability_minor = prop.minor;
     device.multiprocessor_count = prop.multiProcessorCount;
     device.total_memory_bytes = prop.totalGlobalMem;
+    device.memory_bus_width_bits = prop.memoryBusWidth;
+    device.l2_cache_bytes = prop.l2CacheSize;
+    device.shared_memory_per_block_bytes = prop.sharedMemPerBlock;
+    device.shared_memory_per_block_optin_bytes = prop.sharedMemPerBlockOptin;
+    device.shared_memory_per_multiprocessor_bytes = prop.sharedMemPerMultiprocessor;
+    device.texture_alignment_bytes = prop.textureAlignment;
+    device.integrated = prop.integrated != 0;
+    device.ecc_enabled = prop.ECCEnabled != 0;
     info.cuda_devices.push_back(device);
   }
 }

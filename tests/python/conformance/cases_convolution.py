@@ -110,7 +110,12 @@ def resize(name, x, mode, size, align_corners=False, dynamic=None):
 
     def reference(t):
         if mode == "nearest":
-            return {"y": F.interpolate(t["x"], size=size, mode="nearest")}
+            # The documented source index floor(dst * in / out), exactly (integer arithmetic). PyTorch's own
+            # nearest index differs between versions and dtypes where dst * in / out is an integer.
+            x = t["x"]
+            rows = torch.tensor([(d * x.shape[2]) // size[0] for d in range(size[0])], dtype=torch.int64)
+            cols = torch.tensor([(d * x.shape[3]) // size[1] for d in range(size[1])], dtype=torch.int64)
+            return {"y": x.index_select(2, rows).index_select(3, cols)}
         return {"y": F.interpolate(t["x"], size=size, mode="bilinear", align_corners=align_corners)}
 
     return Case(name, [{"op": "resize", "inputs": ["x"], "outputs": ["y"], "attrs": attrs}], {"x": x}, reference,

@@ -1,32 +1,31 @@
 """Conformance framework: writes a case's network JSON, inputs and weights, runs `tensoracle run`,
-and compares every output with a PyTorch reference computed in float64 at test time.
+and checks every output against a PyTorch reference computed in float64 at test time.
 
 A case module (cases_<family>.py) defines `cases()` returning a list of Case. The reference function
 receives every input and weight as a torch tensor, float tensors upcast to float64, and returns a
-dict of output name -> tensor. Integer and bool outputs must match exactly; float outputs within the
-per-dtype relative L2 tolerance below (docs/testing.md), with NaN and infinities in the same places.
+dict of output name -> tensor.
+
+The comparison itself is `tensoracle compare` (docs/compare.md), the code model developers use too:
+the framework rounds each float64 reference once to its output's dtype (the correctly rounded result),
+writes the references with the official safetensors package and runs
+`tensoracle compare outputs.safetensors reference.safetensors`. Its per-dtype defaults are the
+tolerances of docs/testing.md (relative L2 error: f64 1e-12, f32 1e-5, f16 2e-3, bf16 1.6e-2;
+integers and bool exact); a case's `tolerance` replaces them (--rel-l2). NaN and infinities must be
+in the same places, and every output must have a reference tensor and the reverse.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import struct
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import torch
-from safetensors.torch import load_file, save_file
-
-# Relative L2 error allowed per output dtype for a single op: the output is rounded once to its
-# dtype, so the error is about that dtype's unit roundoff (f32 2^-24, f16 2^-11, bf16 2^-8).
-TOLERANCE = {
-    torch.float64: 1e-12,
-    torch.float32: 1e-5,
-    torch.float16: 2e-3,
-    torch.bfloat16: 1.6e-2,
-}
+from safetensors.torch import save_file
 
 DTYPE_NAMES = {
     torch.float64: "f64",
@@ -55,7 +54,7 @@ class Case:
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
     outputs: list[str] | None = None  # default: every output of the last layer
     dynamic: dict[str, list[int]] = field(default_factory=dict)  # declared dims with -1, per input
-    tolerance: float | None = None  # relative L2, overrides TOLERANCE for float outputs
+    tolerance: float | None = None  # relative L2 (--rel-l2); replaces the per-dtype default
     inline: dict[str, tuple[list[float], str, list[int]]] = field(default_factory=dict)  # small constants
 
 
@@ -89,35 +88,65 @@ def network_json(case: Case) -> dict:
             "layers": layers, "outputs": outputs}
 
 
-def compare(name: str, got: torch.Tensor, want: torch.Tensor, tolerance: float | None) -> list[str]:
-    problems = []
-    if tuple(got.shape) != tuple(want.shape):
-        return [f"{name}: shape {tuple(got.shape)} != reference {tuple(want.shape)}"]
-    if got.dtype not in FLOAT_TYPES:
-        if not torch.equal(got.to(torch.int64), want.to(torch.int64)):
-            diff = (got.to(torch.int64) != want.to(torch.int64)).nonzero()[:5].tolist()
-            problems.append(f"{name}: integer output differs at {diff}")
-        return problems
-    g = got.to(torch.float64)
-    w = want.to(torch.float64)
-    if not torch.equal(torch.isnan(g), torch.isnan(w)):
-        problems.append(f"{name}: NaN positions differ (got {int(torch.isnan(g).sum())}, want {int(torch.isnan(w).sum())})")
-        return problems
-    inf_g, inf_w = torch.isinf(g), torch.isinf(w)
-    if not torch.equal(inf_g, inf_w) or not torch.equal(g[inf_g], w[inf_w]):
-        problems.append(f"{name}: infinities differ")
-        return problems
-    finite = torch.isfinite(w)
-    g, w = g[finite], w[finite]
-    tol = tolerance if tolerance is not None else TOLERANCE[got.dtype]
-    err = torch.linalg.norm(g - w).item()
-    ref = torch.linalg.norm(w).item()
-    # Outputs that are (nearly) zero are judged by absolute error against the tolerance.
-    rel = err / max(ref, 1e-30) if ref > 1e-6 * max(1, w.numel()) ** 0.5 else err
-    if rel > tol:
-        idx = torch.argmax((g - w).abs()).item() if g.numel() else 0
-        problems.append(f"{name}: relative L2 error {rel:.3e} > {tol:.1e} (max abs error {(g - w).abs().max().item():.3e} "
-                        f"at flat index {idx}: got {g[idx].item()!r}, want {w[idx].item()!r})")
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+if hasattr(torch, "float8_e4m3fn"):
+    SAFETENSORS_DTYPES["F8_E4M3"] = torch.float8_e4m3fn
+
+
+def safetensors_dtypes(path: Path) -> dict[str, str]:
+    """Tensor name -> safetensors dtype name, read from the file's header only."""
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    return {name: entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
+
+
+def reference_as(want: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """The reference in the output's dtype: float references rounded once; integer and bool ones only
+    when every value survives the conversion (otherwise the reference keeps int64 and the comparison
+    fails on the dtype: the output cannot hold the right values)."""
+    if dtype is None or want.dtype == dtype:
+        return want
+    if dtype.is_floating_point:
+        return want.to(dtype)
+    as_int = want.to(torch.int64)
+    converted = as_int.to(dtype)
+    return converted if torch.equal(converted.to(torch.int64), as_int) else as_int
+
+
+def describe_failure(entry: dict) -> str:
+    """One line for a failed tensor of `tensoracle compare`'s JSON report."""
+    text = f"{entry['name']}: " + "; ".join(entry["failed_checks"])
+    at = entry.get("max_abs_error_at")
+    if at is not None and entry.get("max_abs_error") not in (None, 0.0):
+        text += (f" (max abs error {entry['max_abs_error']} at flat index {at['index']}: got {at['candidate']!r}, "
+                 f"want {at['reference']!r}; relative L2 error {entry['rel_l2_error']})")
+    return text
+
+
+def compare_outputs(outputs: Path, want: dict[str, torch.Tensor], directory: Path, cli: str,
+                    tolerance: float | None) -> list[str]:
+    """Writes the references next to the outputs and runs `tensoracle compare`. Returns the problems."""
+    got_dtypes = {n: SAFETENSORS_DTYPES.get(d) for n, d in safetensors_dtypes(outputs).items()}
+    # clone(): save_file refuses tensors that share memory (an op whose reference returns one tensor twice).
+    reference = {n: reference_as(t.detach(), got_dtypes.get(n)).contiguous().clone() for n, t in want.items()}
+    reference_path = directory / "reference.safetensors"
+    save_file(reference, str(reference_path))
+    cmd = [cli, "compare", str(outputs), str(reference_path)]
+    if tolerance is not None:
+        cmd += ["--rel-l2", repr(float(tolerance))]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode not in (0, 1) or not proc.stdout:
+        return [f"tensoracle compare failed ({proc.returncode}): {proc.stderr.strip()}"]
+    (directory / "compare.json").write_text(proc.stdout)
+    report = json.loads(proc.stdout)
+    problems = [describe_failure(e) for e in report["tensors"] if not e["passed"]]
+    if (proc.returncode == 0) != (report["passed"] and not problems):
+        problems.append(f"tensoracle compare exited {proc.returncode} but reported passed={report['passed']}")
     return problems
 
 
@@ -135,18 +164,11 @@ def run_case(case: Case, directory: Path, cli: str) -> list[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return [f"tensoracle run failed ({proc.returncode}): {proc.stderr.strip()}"]
-    got = load_file(str(directory / "outputs.safetensors"))
     values = {n: (t.to(torch.float64) if t.dtype in FLOAT_TYPES else t) for n, t in {**case.inputs, **case.weights}.items()}
     for n, (vals, dtype, shape) in case.inline.items():
         values[n] = torch.tensor(vals, dtype=torch.float64).reshape(shape)
     want = case.reference(values)
-    problems = []
-    for name, expected in want.items():
-        if name not in got:
-            problems.append(f"output '{name}' missing")
-            continue
-        problems += compare(name, got[name], expected, case.tolerance)
-    return problems
+    return compare_outputs(directory / "outputs.safetensors", want, directory, cli, case.tolerance)
 
 
 def cli_path() -> str:

@@ -47,13 +47,13 @@ void gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int64_t m, 
 
 // Operands as the BLAS scalar: f32/f16/bf16 widen exactly to float, f64 stays double.
 template <typename T>
-std::vector<T> load(const HostTensor& t);
+std::vector<T> load(const TensorRef& t);
 template <>
-inline std::vector<float> load<float>(const HostTensor& t) {
+inline std::vector<float> load<float>(const TensorRef& t) {
   return to_f32(t);
 }
 template <>
-inline std::vector<double> load<double>(const HostTensor& t) {
+inline std::vector<double> load<double>(const TensorRef& t) {
   return to_f64(t);
 }
 

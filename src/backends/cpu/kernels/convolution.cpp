@@ -59,7 +59,7 @@ std::array<Axis, 2> conv_axes(const KernelContext& ctx, const Dims& x, const Dim
   return axes;
 }
 
-void add_bias_and_store(const KernelContext& ctx, HostTensor& out, std::vector<double> y) {
+void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vector<double> y) {
   if (ctx.has_input(2) && !y.empty()) {
     const std::vector<double> bias = to_f64(ctx.input(2));
     const std::int64_t channels = out.shape[1], plane = out.shape[2] * (out.shape.rank() == 4 ? out.shape[3] : 1);
@@ -74,9 +74,9 @@ void add_bias_and_store(const KernelContext& ctx, HostTensor& out, std::vector<d
 
 template <typename T>
 void conv(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  const HostTensor& w = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& w = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   const std::array<Axis, 2> axes = conv_axes(ctx, x.shape, w.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const std::int64_t batch = x.shape[0], channels = x.shape[1], out_channels = out.shape[1];
@@ -117,9 +117,9 @@ void conv(KernelContext& ctx) {
 
 template <typename T>
 void conv_transpose2d(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  const HostTensor& w = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& w = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   const std::array<Axis, 2> axes = conv_axes(ctx, x.shape, w.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const std::int64_t batch = x.shape[0], channels = x.shape[1], out_channels = out.shape[1];
@@ -186,7 +186,7 @@ std::array<Axis, 2> pool_axes(const KernelContext& ctx, const Dims& x, const Dim
 
 // Calls f(plane, oh, ow, out_index) for every output element of an [N, C, OH, OW] result.
 template <typename F>
-void for_each_output(const HostTensor& out, F f) {
+void for_each_output(const TensorRef& out, F f) {
   const std::int64_t planes = out.shape[0] * out.shape[1];
   std::size_t at = 0;
   for (std::int64_t p = 0; p < planes; ++p) {
@@ -197,8 +197,8 @@ void for_each_output(const HostTensor& out, F f) {
 }
 
 void max_pool2d_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const std::array<Axis, 2> axes = pool_axes(ctx, x.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const std::vector<double> vx = to_f64(x);
@@ -220,8 +220,8 @@ void max_pool2d_kernel(KernelContext& ctx) {
 }
 
 void avg_pool2d_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const std::array<Axis, 2> axes = pool_axes(ctx, x.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const bool count_include_pad = ctx.get_bool("count_include_pad", true);
@@ -247,8 +247,8 @@ void avg_pool2d_kernel(KernelContext& ctx) {
 
 // Mean over every spatial dim of [N, C, ...]; an empty spatial extent gives NaN (0/0), as torch.mean.
 void global_avg_pool_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const std::vector<double> vx = to_f64(x);
   const std::size_t planes = out.size();
   const std::size_t plane = planes == 0 ? 0 : vx.size() / planes;
@@ -298,8 +298,8 @@ LinearTap bilinear_source(std::int64_t dst, std::int64_t in, std::int64_t out, b
 }
 
 void resize_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const bool bilinear = ctx.get_string("mode") == "bilinear";
   const bool align_corners = ctx.get_bool("align_corners", false);
   const std::int64_t in_h = x.shape[2], in_w = x.shape[3], out_h = out.shape[2], out_w = out.shape[3];

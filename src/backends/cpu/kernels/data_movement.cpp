@@ -14,7 +14,7 @@ namespace {
 
 // Data movement never changes a value, so every dtype is handled alike: each output element is a
 // byte-exact copy of one input element (NaN payloads and -0 included). No per-dtype switch needed.
-void copy_element(HostTensor& out, std::size_t out_index, const HostTensor& in, std::size_t in_index) {
+void copy_element(const TensorRef& out, std::size_t out_index, const TensorRef& in, std::size_t in_index) {
   const std::size_t size = element_size(out.dtype);
   std::memcpy(out.bytes.data() + out_index * size, in.bytes.data() + in_index * size, size);
 }
@@ -22,7 +22,7 @@ void copy_element(HostTensor& out, std::size_t out_index, const HostTensor& in, 
 // Fills `out` by visiting its elements in row-major order; `source(coords)` gives the flat input
 // index of the element at output coordinates `coords` (or -1 for a fill value).
 template <typename Source>
-void gather_elements(HostTensor& out, const HostTensor& in, Source source, const HostTensor* fill = nullptr) {
+void gather_elements(const TensorRef& out, const TensorRef& in, Source source, const TensorRef* fill = nullptr) {
   const std::size_t n = out.size();
   std::vector<std::int64_t> coords(static_cast<std::size_t>(out.shape.rank()), 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -44,15 +44,15 @@ std::int64_t normalize(std::int64_t axis, int rank) { return axis < 0 ? axis + r
 
 // reshape, squeeze, unsqueeze: the row-major element order is unchanged.
 void same_order_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   if (out.bytes.size() != x.bytes.size()) ctx.fail("internal error: the output holds a different number of elements");
   std::copy(x.bytes.begin(), x.bytes.end(), out.bytes.begin());
 }
 
 void transpose_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const auto perm = ctx.get_ints("perm");
   const auto in_strides = row_major_strides(x.shape);
   std::vector<std::int64_t> strides;  // input stride of each output axis
@@ -65,8 +65,8 @@ void transpose_kernel(KernelContext& ctx) {
 }
 
 void slice_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const int rank = x.shape.rank();
   const auto starts = ctx.get_ints("starts");
   auto axes = ctx.get_ints("axes", std::vector<std::int64_t>{});
@@ -94,7 +94,7 @@ void slice_kernel(KernelContext& ctx) {
 }
 
 void concat_kernel(KernelContext& ctx) {
-  HostTensor& out = ctx.output(0);
+  const TensorRef& out = ctx.output(0);
   const int rank = out.shape.rank();
   const auto axis = normalize(ctx.get_int("axis"), rank);
   // Rows of `outer` blocks: each input contributes a contiguous run per block.
@@ -105,7 +105,7 @@ void concat_kernel(KernelContext& ctx) {
   std::size_t offset = 0;  // elements of one output block written so far
   const auto block = static_cast<std::size_t>(out.shape[static_cast<int>(axis)] * inner);
   for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const HostTensor& x = ctx.input(i);
+    const TensorRef& x = ctx.input(i);
     const auto run = static_cast<std::size_t>(x.shape[static_cast<int>(axis)] * inner);
     for (std::int64_t o = 0; o < outer; ++o) {
       const auto ou = static_cast<std::size_t>(o);
@@ -117,7 +117,7 @@ void concat_kernel(KernelContext& ctx) {
 }
 
 void split_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
+  const TensorRef& x = ctx.input(0);
   const int rank = x.shape.rank();
   const auto axis = normalize(ctx.get_int("axis"), rank);
   std::int64_t outer = 1, inner = 1;
@@ -127,7 +127,7 @@ void split_kernel(KernelContext& ctx) {
   const auto block = static_cast<std::size_t>(x.shape[static_cast<int>(axis)] * inner);
   std::size_t offset = 0;
   for (std::size_t i = 0; i < ctx.num_outputs(); ++i) {
-    HostTensor& out = ctx.output(i);
+    const TensorRef& out = ctx.output(i);
     const auto run = static_cast<std::size_t>(out.shape[static_cast<int>(axis)] * inner);
     for (std::int64_t o = 0; o < outer; ++o) {
       const auto ou = static_cast<std::size_t>(o);
@@ -139,9 +139,9 @@ void split_kernel(KernelContext& ctx) {
 }
 
 void gather_kernel(KernelContext& ctx) {
-  const HostTensor& data = ctx.input(0);
-  const HostTensor& indices = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& data = ctx.input(0);
+  const TensorRef& indices = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   const int rank = data.shape.rank();
   const auto axis = static_cast<int>(normalize(ctx.get_int("axis", 0), rank));
   const std::int64_t dim = data.shape[axis];
@@ -171,20 +171,21 @@ void gather_kernel(KernelContext& ctx) {
 }
 
 void expand_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const auto map = broadcast_indices(x.shape, out.shape);
   for (std::size_t i = 0; i < map.size(); ++i) copy_element(out, i, x, static_cast<std::size_t>(map[i]));
 }
 
 void pad_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const int rank = x.shape.rank();
   const auto pads = ctx.get_ints("pads");
   const std::string mode = ctx.get_string("mode", "constant");
   // The fill value rounded to the tensor's dtype once (integers truncate, bool is value != 0).
-  HostTensor fill(x.dtype, Dims{1});
+  HostTensor fill_value(x.dtype, Dims{1});
+  const TensorRef fill(fill_value);
   from_f64(fill, {ctx.get_float("value", 0.0)});
   const auto strides = row_major_strides(x.shape);
   gather_elements(

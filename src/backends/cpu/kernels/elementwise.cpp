@@ -54,22 +54,22 @@ std::int64_t integer_pow(std::int64_t base, std::int64_t exponent) {
 // (exact for i64, which double is not).
 
 template <typename T>
-std::vector<T> load(const HostTensor& t);
+std::vector<T> load(const TensorRef& t);
 template <>
-std::vector<double> load<double>(const HostTensor& t) {
+std::vector<double> load<double>(const TensorRef& t) {
   return to_f64(t);
 }
 template <>
-std::vector<std::int64_t> load<std::int64_t>(const HostTensor& t) {
+std::vector<std::int64_t> load<std::int64_t>(const TensorRef& t) {
   return to_i64(t);
 }
 
 // Rounds once to the output dtype (doubles) or wraps to its width (int64; bool is value != 0).
-void store(HostTensor& t, const std::vector<double>& values) { from_f64(t, values); }
-void store(HostTensor& t, const std::vector<std::int64_t>& values) { from_i64(t, values); }
+void store(const TensorRef& t, const std::vector<double>& values) { from_f64(t, values); }
+void store(const TensorRef& t, const std::vector<std::int64_t>& values) { from_i64(t, values); }
 
 template <typename T, typename F>
-void map_unary(const HostTensor& x, HostTensor& out, F f) {
+void map_unary(const TensorRef& x, const TensorRef& out, F f) {
   const std::vector<T> vx = load<T>(x);
   std::vector<decltype(f(T{}))> result(out.size());
   for (std::size_t i = 0; i < result.size(); ++i) result[i] = f(vx[i]);
@@ -78,7 +78,7 @@ void map_unary(const HostTensor& x, HostTensor& out, F f) {
 
 // out = f(a, b) over the broadcast shape of a and b.
 template <typename T, typename F>
-void map_binary(const HostTensor& a, const HostTensor& b, HostTensor& out, F f) {
+void map_binary(const TensorRef& a, const TensorRef& b, const TensorRef& out, F f) {
   const std::vector<T> va = load<T>(a);
   const std::vector<T> vb = load<T>(b);
   const std::vector<std::int64_t> ia = broadcast_indices(a.shape, out.shape);
@@ -149,9 +149,9 @@ struct Greater {
 
 template <typename Op>
 void binary_kernel(KernelContext& ctx) {
-  const HostTensor& a = ctx.input(0);
-  const HostTensor& b = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& a = ctx.input(0);
+  const TensorRef& b = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   if (is_floating_point(a.dtype)) {
     map_binary<double>(a, b, out, [](double x, double y) { return Op::apply(x, y); });
   } else {
@@ -161,10 +161,10 @@ void binary_kernel(KernelContext& ctx) {
 
 // Copies whole elements, so every dtype (f8, i64, NaN payloads) passes through unchanged.
 void where_kernel(KernelContext& ctx) {
-  const HostTensor& condition = ctx.input(0);
-  const HostTensor& a = ctx.input(1);
-  const HostTensor& b = ctx.input(2);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& condition = ctx.input(0);
+  const TensorRef& a = ctx.input(1);
+  const TensorRef& b = ctx.input(2);
+  const TensorRef& out = ctx.output(0);
   const std::size_t size = element_size(out.dtype);
   const std::vector<std::int64_t> ic = broadcast_indices(condition.shape, out.shape);
   const std::vector<std::int64_t> ia = broadcast_indices(a.shape, out.shape);
@@ -172,7 +172,7 @@ void where_kernel(KernelContext& ctx) {
   const std::vector<std::int64_t> take_a = to_i64(condition);
   for (std::size_t i = 0; i < out.size(); ++i) {
     const bool from_a = take_a[static_cast<std::size_t>(ic[i])] != 0;
-    const HostTensor& source = from_a ? a : b;
+    const TensorRef& source = from_a ? a : b;
     const auto index = static_cast<std::size_t>(from_a ? ia[i] : ib[i]);
     std::memcpy(out.bytes.data() + i * size, source.bytes.data() + index * size, size);
   }
@@ -182,7 +182,7 @@ void where_kernel(KernelContext& ctx) {
 
 // abs and neg on floats or integers (integers wrap: abs and neg of the minimum are the minimum).
 void abs_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
+  const TensorRef& x = ctx.input(0);
   if (is_floating_point(x.dtype)) {
     map_unary<double>(x, ctx.output(0), [](double v) { return std::fabs(v); });
   } else {
@@ -191,7 +191,7 @@ void abs_kernel(KernelContext& ctx) {
 }
 
 void neg_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
+  const TensorRef& x = ctx.input(0);
   if (is_floating_point(x.dtype)) {
     map_unary<double>(x, ctx.output(0), [](double v) { return -v; });
   } else {
@@ -259,8 +259,8 @@ void clip_kernel(KernelContext& ctx) {
 // round once (through f32 for the narrow floats, as c10 does), which the double path would not
 // do for large i64.
 void cast_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   if (is_floating_point(x.dtype)) {
     from_f64(out, to_f64(x));
     return;

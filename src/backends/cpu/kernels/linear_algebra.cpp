@@ -28,9 +28,9 @@ Dims leading_dims(const Dims& shape, int drop) {
 
 template <typename T>
 void matmul(KernelContext& ctx) {
-  const HostTensor& a = ctx.input(0);
-  const HostTensor& b = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& a = ctx.input(0);
+  const TensorRef& b = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   const bool trans_a = ctx.get_bool("transpose_a", false);
   const bool trans_b = ctx.get_bool("transpose_b", false);
   const int rank = out.shape.rank();
@@ -51,9 +51,9 @@ void matmul(KernelContext& ctx) {
 
 template <typename T>
 void linear(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  const HostTensor& weight = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& weight = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   const std::int64_t rows = volume_of(x.shape, 0, x.shape.rank() - 1);
   const std::int64_t in = weight.shape[1], features = weight.shape[0];
   const std::vector<T> vx = load<T>(x), vw = load<T>(weight);

@@ -42,8 +42,8 @@ double param(const std::vector<double>& p, std::size_t i, double absent) { retur
 // softmax / log_softmax along one axis, with the row maximum subtracted first so exp never
 // overflows. A row of -inf gives (-inf) - (-inf) = NaN everywhere, as torch does.
 void softmax_kernel(KernelContext& ctx, bool log) {
-  const HostTensor& in = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& in = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const int rank = in.shape.rank();
   std::int64_t axis = ctx.get_int("axis");
   if (rank == 0) {
@@ -83,8 +83,8 @@ void log_softmax(KernelContext& ctx) { softmax_kernel(ctx, true); }
 // layer_norm and rms_norm: each row is the last normalized_rank dims; weight and bias are
 // indexed by the position within the row.
 void last_dims_norm(KernelContext& ctx, bool rms) {
-  const HostTensor& in = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& in = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const int rank = in.shape.rank();
   const double eps = ctx.get_float("epsilon", rms ? 1e-6 : 1e-5);
   const auto normalized = static_cast<int>(ctx.get_int("normalized_rank", 1));
@@ -117,8 +117,8 @@ void rms_norm(KernelContext& ctx) { last_dims_norm(ctx, true); }
 
 // x [N, C, ...] in inference mode: the statistics are inputs.
 void batch_norm(KernelContext& ctx) {
-  const HostTensor& in = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& in = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const double eps = ctx.get_float("epsilon", 1e-5);
   const auto channels = static_cast<std::size_t>(in.shape[1]);
   const std::size_t spatial = volume(in.shape, 2, in.shape.rank());
@@ -138,8 +138,8 @@ void batch_norm(KernelContext& ctx) {
 // group_norm (groups = num_groups) and instance_norm (groups = C): in row-major NC... layout
 // each (n, group) block of channels x spatial positions is contiguous.
 void grouped_norm(KernelContext& ctx, bool instance) {
-  const HostTensor& in = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& in = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const double eps = ctx.get_float("epsilon", 1e-5);
   const auto channels = static_cast<std::size_t>(in.shape[1]);
   const auto groups = instance ? channels : static_cast<std::size_t>(ctx.get_int("num_groups"));

@@ -11,18 +11,18 @@ namespace tensoracle::cpu {
 namespace {
 
 template <typename T>
-T load(const HostTensor& t, std::size_t i) {
+T load(const TensorRef& t, std::size_t i) {
   T v;
   std::memcpy(&v, t.bytes.data() + i * sizeof(T), sizeof(T));
   return v;
 }
 
 template <typename T>
-void store(HostTensor& t, std::size_t i, T v) {
+void store(const TensorRef& t, std::size_t i, T v) {
   std::memcpy(t.bytes.data() + i * sizeof(T), &v, sizeof(T));
 }
 
-double element_as_double(const HostTensor& t, std::size_t i) {
+double element_as_double(const TensorRef& t, std::size_t i) {
   switch (t.dtype) {
     case DataType::kF64: return load<double>(t, i);
     case DataType::kF32: return load<float>(t, i);
@@ -40,7 +40,7 @@ double element_as_double(const HostTensor& t, std::size_t i) {
   return 0.0;
 }
 
-std::int64_t element_as_i64(const HostTensor& t, std::size_t i) {
+std::int64_t element_as_i64(const TensorRef& t, std::size_t i) {
   switch (t.dtype) {
     case DataType::kI64: return load<std::int64_t>(t, i);
     case DataType::kI32: return load<std::int32_t>(t, i);
@@ -75,7 +75,7 @@ float to_float(double v) {
   return static_cast<float>(v);
 }
 
-void store_double(HostTensor& t, std::size_t i, double v) {
+void store_double(const TensorRef& t, std::size_t i, double v) {
   switch (t.dtype) {
     case DataType::kF64: store<double>(t, i, v); break;
     case DataType::kF32: store<float>(t, i, to_float(v)); break;
@@ -103,33 +103,33 @@ void store_double(HostTensor& t, std::size_t i, double v) {
 
 }  // namespace
 
-std::vector<double> to_f64(const HostTensor& t) {
+std::vector<double> to_f64(const TensorRef& t) {
   std::vector<double> out(t.size());
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = element_as_double(t, i);
   return out;
 }
 
-std::vector<float> to_f32(const HostTensor& t) {
+std::vector<float> to_f32(const TensorRef& t) {
   std::vector<float> out(t.size());
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_float(element_as_double(t, i));
   return out;
 }
 
-std::vector<std::int64_t> to_i64(const HostTensor& t) {
+std::vector<std::int64_t> to_i64(const TensorRef& t) {
   std::vector<std::int64_t> out(t.size());
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = element_as_i64(t, i);
   return out;
 }
 
-void from_f64(HostTensor& t, const std::vector<double>& values) {
+void from_f64(const TensorRef& t, const std::vector<double>& values) {
   for (std::size_t i = 0; i < values.size(); ++i) store_double(t, i, values[i]);
 }
 
-void from_f32(HostTensor& t, const std::vector<float>& values) {
+void from_f32(const TensorRef& t, const std::vector<float>& values) {
   for (std::size_t i = 0; i < values.size(); ++i) store_double(t, i, values[i]);
 }
 
-void from_i64(HostTensor& t, const std::vector<std::int64_t>& values) {
+void from_i64(const TensorRef& t, const std::vector<std::int64_t>& values) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     const std::int64_t v = values[i];
     switch (t.dtype) {

@@ -44,7 +44,7 @@ struct ChannelOf {
   std::size_t operator()(std::size_t i) const { return channels == 1 ? 0 : (i / inner) % channels; }
 };
 
-ChannelOf channel_of(const KernelContext& ctx, const HostTensor& x, const HostTensor& scale) {
+ChannelOf channel_of(const KernelContext& ctx, const TensorRef& x, const TensorRef& scale) {
   if (scale.shape.rank() == 0) return {};
   const std::int64_t axis_attr = ctx.get_int("axis", 0);
   const auto axis = static_cast<std::size_t>(axis_attr < 0 ? axis_attr + x.shape.rank() : axis_attr);
@@ -57,9 +57,9 @@ ChannelOf channel_of(const KernelContext& ctx, const HostTensor& x, const HostTe
 // output dtype, so storing them does not round again.
 template <double (*Round)(double)>
 void quantize_to(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  const HostTensor& scale = ctx.input(1);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& scale = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
   const std::vector<double> vx = to_f64(x);
   const std::vector<double> vs = to_f64(scale);
   const ChannelOf channel = channel_of(ctx, x, scale);
@@ -78,8 +78,8 @@ void quantize_kernel(KernelContext& ctx) {
 
 // x * scale in double, rounded once to the output dtype.
 void dequantize_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  const HostTensor& scale = ctx.input(1);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& scale = ctx.input(1);
   const std::vector<double> vx = to_f64(x);
   const std::vector<double> vs = to_f64(scale);
   const ChannelOf channel = channel_of(ctx, x, scale);

@@ -28,8 +28,8 @@ std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) {
 double wrapping_add(double a, double b) { return a + b; }
 double wrapping_mul(double a, double b) { return a * b; }
 
-void store(HostTensor& t, const std::vector<double>& v) { from_f64(t, v); }
-void store(HostTensor& t, const std::vector<std::int64_t>& v) { from_i64(t, v); }
+void store(const TensorRef& t, const std::vector<double>& v) { from_f64(t, v); }
+void store(const TensorRef& t, const std::vector<std::int64_t>& v) { from_i64(t, v); }
 
 // The (outer, len, inner) view of a shape around one axis; a scalar is one element on one axis.
 struct AxisView {
@@ -110,8 +110,8 @@ std::vector<T> reduce_values(const KernelContext& ctx, const std::vector<T>& x, 
 
 template <Reduce Op>
 void reduce(KernelContext& ctx) {
-  const HostTensor& in = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& in = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   if (is_floating_point(in.dtype)) {
     store(out, reduce_values(ctx, to_f64(in), in.shape, out.size(), Op));
   } else {
@@ -148,8 +148,8 @@ std::vector<std::int64_t> arg_reduce_values(const std::vector<T>& x, const AxisV
 
 template <bool Max>
 void arg_reduce(KernelContext& ctx) {
-  const HostTensor& in = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& in = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const AxisView view = axis_view(in.shape, ctx.get_int("axis"));
   if (view.len == 0 && out.size() > 0) ctx.fail("argmax/argmin of an empty axis is undefined");
   if (is_floating_point(in.dtype)) {
@@ -190,7 +190,7 @@ void top_k_values(const std::vector<T>& x, const AxisView& view, std::size_t k, 
 }
 
 void top_k(KernelContext& ctx) {
-  const HostTensor& in = ctx.input(0);
+  const TensorRef& in = ctx.input(0);
   const auto k = static_cast<std::size_t>(ctx.get_int("k"));
   const bool largest = ctx.get_bool("largest", true);
   const AxisView view = axis_view(in.shape, ctx.get_int("axis", -1));

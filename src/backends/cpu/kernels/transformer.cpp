@@ -15,10 +15,10 @@ namespace {
 // math (non-fused) path of torch's scaled_dot_product_attention: a row whose scores are all -inf
 // gives NaN, as softmax does.
 void attention_kernel(KernelContext& ctx) {
-  const HostTensor& q = ctx.input(0);
-  const HostTensor& k = ctx.input(1);
-  const HostTensor& v = ctx.input(2);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& q = ctx.input(0);
+  const TensorRef& k = ctx.input(1);
+  const TensorRef& v = ctx.input(2);
+  const TensorRef& out = ctx.output(0);
   const std::int64_t batch = q.shape[0], hq = q.shape[1], sq = q.shape[2], d = q.shape[3];
   const std::int64_t hkv = k.shape[1], skv = k.shape[2], dv = v.shape[3];
   const bool causal = ctx.get_bool("causal", false);
@@ -32,7 +32,7 @@ void attention_kernel(KernelContext& ctx) {
   std::vector<double> mask_values;
   std::vector<std::int64_t> mask_index;  // for each score element, its mask element
   if (has_mask) {
-    const HostTensor& mask = ctx.input(3);
+    const TensorRef& mask = ctx.input(3);
     bool_mask = mask.dtype == DataType::kBool;
     mask_values = to_f64(mask);
     mask_index = broadcast_indices(mask.shape, Dims{batch, hq, sq, skv});
@@ -89,8 +89,8 @@ void attention_kernel(KernelContext& ctx) {
 // i < rotary_dim/2, rotating the pairs (x[i], x[i + rotary_dim/2]) (halves, Llama/NeoX) or
 // (x[2i], x[2i+1]) (interleaved, GPT-J); dims past rotary_dim pass through.
 void rotary_kernel(KernelContext& ctx) {
-  const HostTensor& x = ctx.input(0);
-  HostTensor& out = ctx.output(0);
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
   const std::int64_t rows = x.shape[0] * x.shape[1], seq = x.shape[2], d = x.shape[3];
   const double base = ctx.get_float("base", 10000.0);
   const std::int64_t rotary_dim = ctx.get_int("rotary_dim", 0) == 0 ? d : ctx.get_int("rotary_dim");

@@ -1,0 +1,31 @@
+// The CUDA backend's kernel list as the builder and runtime see it (names, candidates per layer).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "tensoracle/builder.hpp"
+
+namespace tensoracle::cuda {
+
+// True in builds with the CUDA backend.
+bool backend_built();
+
+// True when this build's CUDA backend has a kernel of that name for the op.
+bool has_kernel(const std::string& kernel, const std::string& op);
+
+// Names of the kernels that can run `layer` (with the graph's dtypes and attributes) at this
+// precision, preferred first; empty when the CUDA backend has none (or is not built).
+std::vector<std::string> kernel_candidates(const graph::Graph& graph, const graph::Layer& layer, Precision precision);
+
+// Scratch bytes the kernel needs (0 for unknown names).
+std::size_t kernel_workspace_bytes(const std::string& kernel);
+
+// Runs each candidate on `device` for the layer at the given concrete shapes (every tensor id of
+// the graph) on random inputs and returns the index of the fastest (median of several runs).
+std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
+                            const std::vector<std::string>& candidates, Precision precision, int device);
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,24 @@
+// Device memory, streams and events for TargetBuffer/TargetStream/TargetTimer (CUDA builds; stubs throw otherwise).
+#pragma once
+
+#include <cstddef>
+
+struct CUstream_st;
+
+namespace tensoracle::cuda {
+
+void* device_malloc(int device, std::size_t bytes);
+void device_free(int device, void* pointer) noexcept;
+void copy_to_device(int device, void* destination, const void* source, std::size_t bytes);
+void copy_to_host(int device, void* destination, const void* source, std::size_t bytes);
+void device_memset(int device, void* pointer, unsigned char value, std::size_t bytes);
+CUstream_st* stream_create(int device);
+void stream_destroy(int device, CUstream_st* stream) noexcept;
+void stream_synchronize(int device, CUstream_st* stream);
+void* event_create(int device);
+void event_destroy(int device, void* event) noexcept;
+void event_record(int device, void* event, CUstream_st* stream);
+// Milliseconds between two recorded events (synchronizes on `stop`).
+float event_elapsed_ms(int device, void* start, void* stop);
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,63 @@
+// The CUDA backend's entry points in builds without CUDA: no kernels, and CUDA engines can't be loaded.
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_kernels.hpp"
+#include "backends/cuda/cuda_memory.hpp"
+#include "runtime/engine_state.hpp"
+#include "tensoracle/error.hpp"
+
+namespace tensoracle {
+
+namespace cuda {
+
+bool backend_built() { return false; }
+
+bool has_kernel(const std::string&, const std::string&) { return false; }
+
+std::vector<std::string> kernel_candidates(const graph::Graph&, const graph::Layer&, Precision) { return {}; }
+
+std::size_t kernel_workspace_bytes(const std::string&) { return 0; }
+
+std::size_t time_candidates(const graph::Graph&, const graph::Layer&, const std::vector<Dims>&,
+                            const std::vector<std::string>&, Precision, int) {
+  return 0;
+}
+
+}  // namespace cuda
+
+namespace runtime {
+
+std::unique_ptr<TargetEngine> create_cuda_target(const EngineState& engine) {
+  throw UnsupportedError(fmt::format(
+      "{}: this is a CUDA engine, but this build of tensoracle has no CUDA backend (configure with TENSORACLE_CUDA=ON)",
+      engine.display_name));
+}
+
+}  // namespace runtime
+
+}  // namespace tensoracle
+
+namespace tensoracle::cuda {
+
+namespace {
+
+[[noreturn]] void no_cuda() {
+  throw UnsupportedError("this build of tensoracle has no CUDA backend (configure with TENSORACLE_CUDA=ON)");
+}
+
+}  // namespace
+
+void* device_malloc(int, std::size_t) { no_cuda(); }
+void device_free(int, void*) noexcept {}
+void copy_to_device(int, void*, const void*, std::size_t) { no_cuda(); }
+void copy_to_host(int, void*, const void*, std::size_t) { no_cuda(); }
+void device_memset(int, void*, unsigned char, std::size_t) { no_cuda(); }
+CUstream_st* stream_create(int) { no_cuda(); }
+void stream_destroy(int, CUstream_st*) noexcept {}
+void stream_synchronize(int, CUstream_st*) { no_cuda(); }
+void* event_create(int) { no_cuda(); }
+void event_destroy(int, void*) noexcept {}
+void event_record(int, void*, CUstream_st*) { no_cuda(); }
+float event_elapsed_ms(int, void*, void*) { no_cuda(); }
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,563 @@
+// CUDA kernels of the elementwise family: broadcast arithmetic, comparisons, where, math, activations, cast.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
+
+namespace tensoracle::cuda {
+namespace {
+
+using namespace kernels;  // NOLINT(google-build-using-namespace): the shared helpers of this backend's kernels
+
+// ---- integer arithmetic ----
+// As the CPU reference: integers compute in int64 and wrap (through uint64, so overflow is defined), then wrap again
+// to the output width when stored.
+
+__device__ __forceinline__ std::int64_t wrap(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+__device__ __forceinline__ std::uint64_t bits(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+__device__ __forceinline__ std::int64_t wrapping_neg(std::int64_t a) { return wrap(0U - bits(a)); }
+
+// Truncates toward zero; a zero divisor gives 0 and INT64_MIN / -1 wraps to INT64_MIN.
+__device__ __forceinline__ std::int64_t truncating_div(std::int64_t a, std::int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrapping_neg(a);
+  return a / b;
+}
+
+// Square-and-multiply, wrapping. A negative exponent gives 1 for base 1, ±1 for base -1 and 0 otherwise.
+__device__ __forceinline__ std::int64_t integer_pow(std::int64_t base, std::int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return exponent % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  std::uint64_t result = 1;
+  std::uint64_t factor = bits(base);
+  for (auto e = static_cast<std::uint64_t>(exponent); e != 0; e >>= 1) {
+    if ((e & 1U) != 0) result *= factor;
+    factor *= factor;
+  }
+  return wrap(result);
+}
+
+// ---- binary ops: a template for the float compute types (f32, f64), an overload for int64 ----
+
+struct AddOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return a + b;
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return wrap(bits(a) + bits(b)); }
+};
+struct SubOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return a - b;
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return wrap(bits(a) - bits(b)); }
+};
+struct MulOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return a * b;
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return wrap(bits(a) * bits(b)); }
+};
+struct DivOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return a / b;  // IEEE: x/0 is ±inf, 0/0 is NaN
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return truncating_div(a, b); }
+};
+struct PowOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return math::pow(a, b);
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return integer_pow(a, b); }
+};
+// torch.maximum / torch.minimum: a NaN operand makes the result NaN.
+struct MaxOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if (math::isnan(a) || math::isnan(b)) return math::quiet_nan<C>();
+    return a > b ? a : b;
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return a > b ? a : b; }
+};
+struct MinOp {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if (math::isnan(a) || math::isnan(b)) return math::quiet_nan<C>();
+    return a < b ? a : b;
+  }
+  __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return a < b ? a : b; }
+};
+// Comparisons give 1/0 (stored into bool); any comparison with NaN is false.
+struct EqualOp {
+  template <typename C>
+  __device__ std::int64_t operator()(C a, C b) const {
+    return a == b ? 1 : 0;
+  }
+};
+struct LessOp {
+  template <typename C>
+  __device__ std::int64_t operator()(C a, C b) const {
+    return a < b ? 1 : 0;
+  }
+};
+struct GreaterOp {
+  template <typename C>
+  __device__ std::int64_t operator()(C a, C b) const {
+    return a > b ? 1 : 0;
+  }
+};
+
+template <typename T, typename TOut, typename Op, typename Index>
+__global__ void binary_kernel(const T* a, const T* b, TOut* out, Index n, Indexer<Index, 2> ix, Op op) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
+    Index off[2];
+    ix.offsets(i, off);
+    store(out, i, static_cast<Compute<TOut>>(op(load(a, off[0]), load(b, off[1]))));
+  }
+}
+
+// kCompare: the output is bool (comparisons); otherwise it has the inputs' dtype.
+template <typename Types, typename Op, bool kCompare>
+void launch_binary(const StepLaunch& launch) {
+  const DeviceTensor& a = launch.inputs.at(0);
+  const DeviceTensor& b = launch.inputs.at(1);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t n = volume(out.shape);
+  if (n == 0) return;
+  StridePlan<2> plan;
+  if (!make_stride_plan<2>(out.shape.values(),
+                           {broadcast_strides(a.shape, out.shape), broadcast_strides(b.shape, out.shape)}, plan)) {
+    launch.attrs->fail("the CUDA kernel handles at most 8 broadcast axes");
+  }
+  const bool handled = dispatch(Types{}, a.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using TOut = std::conditional_t<kCompare, Bool8, T>;
+    with_indexer(plan, n, [&](const auto& ix) {
+      using Index = std::decay_t<decltype(ix.dims[0])>;
+      binary_kernel<T, TOut, Op, Index>
+          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const T*>(a.data), static_cast<const T*>(b.data),
+                                                        static_cast<TOut*>(out.data), static_cast<Index>(n), ix, Op{});
+      check_launch(launch);
+    });
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+// ---- where: copies whole elements, so every dtype passes through unchanged ----
+
+template <typename W, typename Index>
+__global__ void where_kernel(const Bool8* condition, const W* a, const W* b, W* out, Index n, Indexer<Index, 3> ix) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
+    Index off[3];
+    ix.offsets(i, off);
+    out[i] = condition[off[0]].bits != 0 ? a[off[1]] : b[off[2]];
+  }
+}
+
+void launch_where(const StepLaunch& launch) {
+  const DeviceTensor& condition = launch.inputs.at(0);
+  const DeviceTensor& a = launch.inputs.at(1);
+  const DeviceTensor& b = launch.inputs.at(2);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t n = volume(out.shape);
+  if (n == 0) return;
+  StridePlan<3> plan;
+  if (!make_stride_plan<3>(out.shape.values(),
+                           {broadcast_strides(condition.shape, out.shape), broadcast_strides(a.shape, out.shape),
+                            broadcast_strides(b.shape, out.shape)},
+                           plan)) {
+    launch.attrs->fail("the CUDA kernel handles at most 8 broadcast axes");
+  }
+  const bool handled = dispatch_element_word(element_size(out.dtype), [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    with_indexer(plan, n, [&](const auto& ix) {
+      using Index = std::decay_t<decltype(ix.dims[0])>;
+      where_kernel<W, Index><<<grid_for(n), kThreads, 0, launch.stream>>>(
+          static_cast<const Bool8*>(condition.data), static_cast<const W*>(a.data), static_cast<const W*>(b.data),
+          static_cast<W*>(out.data), static_cast<Index>(n), ix);
+      check_launch(launch);
+    });
+  });
+  if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+}
+
+// ---- unary ops ----
+
+struct AbsOp {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return math::fabs(x);
+  }
+  // Integers wrap: abs of the minimum is the minimum.
+  __device__ std::int64_t operator()(std::int64_t v) const { return v < 0 ? wrapping_neg(v) : v; }
+};
+struct NegOp {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return -x;
+  }
+  __device__ std::int64_t operator()(std::int64_t v) const { return wrapping_neg(v); }
+};
+struct NotOp {
+  __device__ std::int64_t operator()(std::int64_t v) const { return v == 0 ? 1 : 0; }
+};
+
+#define TENSORACLE_FLOAT_UNARY(NAME, EXPR) \
+  struct NAME {                            \
+    template <typename C>                  \
+    __device__ C operator()(C x) const {   \
+      return EXPR;                         \
+    }                                      \
+  };
+TENSORACLE_FLOAT_UNARY(ExpOp, math::exp(x))
+TENSORACLE_FLOAT_UNARY(LogOp, math::log(x))
+TENSORACLE_FLOAT_UNARY(SqrtOp, math::sqrt(x))
+TENSORACLE_FLOAT_UNARY(RsqrtOp, C(1) / math::sqrt(x))
+TENSORACLE_FLOAT_UNARY(ReciprocalOp, C(1) / x)
+TENSORACLE_FLOAT_UNARY(SinOp, math::sin(x))
+TENSORACLE_FLOAT_UNARY(CosOp, math::cos(x))
+TENSORACLE_FLOAT_UNARY(TanhOp, math::tanh(x))
+TENSORACLE_FLOAT_UNARY(ErfOp, math::erf(x))
+TENSORACLE_FLOAT_UNARY(FloorOp, math::floor(x))
+TENSORACLE_FLOAT_UNARY(CeilOp, math::ceil(x))
+// max(x, 0), letting NaN through (and keeping -0) as the CPU reference does.
+TENSORACLE_FLOAT_UNARY(ReluOp, x < C(0) ? C(0) : x)
+TENSORACLE_FLOAT_UNARY(SiluOp, x / (C(1) + math::exp(-x)))
+TENSORACLE_FLOAT_UNARY(SigmoidOp, C(1) / (C(1) + math::exp(-x)))
+#undef TENSORACLE_FLOAT_UNARY
+
+// min(max(v, 0), 6), with comparisons that let NaN through.
+__device__ __forceinline__ double relu6(double v) { return v < 0.0 ? 0.0 : (v > 6.0 ? 6.0 : v); }
+// hard_sigmoid, hard_swish and leaky_relu are a few multiplications: they compute in double for every float dtype, as
+// the CPU reference does, so the results match it exactly (and x * relu6(x + 3) can't overflow f32 before the / 6).
+struct HardSigmoidOp {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return static_cast<C>(relu6(static_cast<double>(x) + 3.0) / 6.0);
+  }
+};
+struct HardSwishOp {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    const auto v = static_cast<double>(x);
+    return static_cast<C>(v * relu6(v + 3.0) / 6.0);
+  }
+};
+
+struct LeakyReluOp {
+  double alpha;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return x > C(0) ? x : static_cast<C>(alpha * static_cast<double>(x));
+  }
+};
+
+struct GeluOp {
+  bool tanh_approximation;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if (tanh_approximation) {
+      const C k_sqrt_2_pi = static_cast<C>(0.79788456080286535588);
+      return C(0.5) * x * (C(1) + math::tanh(k_sqrt_2_pi * (x + static_cast<C>(0.044715) * x * x * x)));
+    }
+    const C k_sqrt_1_2 = static_cast<C>(0.70710678118654752440);
+    return C(0.5) * x * (C(1) + math::erf(x * k_sqrt_1_2));
+  }
+};
+
+// Above `threshold` the result is x itself (torch.nn.functional.softplus).
+struct SoftplusOp {
+  float beta_f, threshold_f;
+  double beta_d, threshold_d;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    const C beta = param_as<C>(beta_f, beta_d);
+    const C bx = beta * x;
+    return bx > param_as<C>(threshold_f, threshold_d) ? x : math::log1p(math::exp(bx)) / beta;
+  }
+};
+
+// torch.clamp: max is applied last, so min > max gives max everywhere; NaN passes through. Rounding the bounds to the
+// compute type first gives the same result as clamping in double, since rounding is monotonic and x is representable.
+struct ClipOp {
+  float lo_f, hi_f;
+  double lo_d, hi_d;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    const C lo = param_as<C>(lo_f, lo_d);
+    const C hi = param_as<C>(hi_f, hi_d);
+    const C v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  }
+};
+
+template <typename T, typename Op, typename Index>
+__global__ void unary_kernel(const T* x, T* out, Index n, Op op) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) store(out, i, op(load(x, i)));
+}
+
+template <typename Types, typename Op>
+void launch_unary(const StepLaunch& launch, const Op& op) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t n = volume(out.shape);
+  if (n == 0) return;
+  const bool handled = dispatch(Types{}, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (fits_index32(n)) {
+      unary_kernel<T, Op, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
+          static_cast<const T*>(x.data), static_cast<T*>(out.data), static_cast<std::int32_t>(n), op);
+    } else {
+      unary_kernel<T, Op, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const T*>(x.data),
+                                                                                     static_cast<T*>(out.data), n, op);
+    }
+    check_launch(launch);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+template <typename Types, typename Op>
+void launch_simple_unary(const StepLaunch& launch) {
+  launch_unary<Types>(launch, Op{});
+}
+
+void launch_leaky_relu(const StepLaunch& launch) {
+  const double alpha = launch.attrs->get_float("alpha", 0.01);
+  launch_unary<FloatTypes>(launch, LeakyReluOp{alpha});
+}
+
+void launch_gelu(const StepLaunch& launch) {
+  launch_unary<FloatTypes>(launch, GeluOp{launch.attrs->get_string("approximate", "none") == "tanh"});
+}
+
+void launch_softplus(const StepLaunch& launch) {
+  const double beta = launch.attrs->get_float("beta", 1.0);
+  const double threshold = launch.attrs->get_float("threshold", 20.0);
+  launch_unary<FloatTypes>(launch,
+                           SoftplusOp{host_double_to_float(beta), host_double_to_float(threshold), beta, threshold});
+}
+
+void launch_clip(const StepLaunch& launch) {
+  const double lo = launch.attrs->get_float("min", -std::numeric_limits<double>::infinity());
+  const double hi = launch.attrs->get_float("max", std::numeric_limits<double>::infinity());
+  launch_unary<FloatTypes>(launch, ClipOp{host_double_to_float(lo), host_double_to_float(hi), lo, hi});
+}
+
+// ---- cast ----
+// As the CPU reference: float sources convert from their (exact) double value: into floats rounded once through f32
+// for the narrow types, into integers truncated toward zero and saturated with NaN -> 0, into bool as x != 0. Integer
+// and bool sources stay exact in int64: into integers they wrap, into floats they round once (through f32 for f32 and
+// the narrow floats, directly for f64).
+
+template <typename D>
+__device__ __forceinline__ D cast_from_double(double d) {
+  if constexpr (std::is_same_v<D, double>) {
+    return d;
+  } else if constexpr (kIsFloatStorage<D>) {
+    return from_compute<D>(__double2float_rn(d));
+  } else if constexpr (std::is_same_v<D, Bool8>) {
+    return Bool8{static_cast<std::uint8_t>(d != 0.0 ? 1 : 0)};
+  } else if constexpr (std::is_same_v<D, std::int64_t>) {
+    if (d != d) return 0;
+    if (d >= 9.2233720368547758e18) return IntLimits<std::int64_t>::kMax;
+    if (d <= -9.2233720368547758e18) return IntLimits<std::int64_t>::kLowest;
+    return static_cast<std::int64_t>(d);
+  } else {
+    constexpr D kMax = IntLimits<D>::kMax;
+    constexpr D kLowest = IntLimits<D>::kLowest;
+    if (d != d) return 0;
+    if (d >= static_cast<double>(kMax)) return kMax;
+    if (d <= static_cast<double>(kLowest)) return kLowest;
+    return static_cast<D>(d);
+  }
+}
+
+template <typename D>
+__device__ __forceinline__ D cast_from_int64(std::int64_t v) {
+  if constexpr (std::is_same_v<D, double>) {
+    return __ll2double_rn(v);
+  } else if constexpr (kIsFloatStorage<D>) {
+    return from_compute<D>(__ll2float_rn(v));
+  } else {
+    return from_compute<D>(v);
+  }
+}
+
+template <typename S, typename D, typename Index>
+__global__ void cast_kernel(const S* x, D* out, Index n) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
+    if constexpr (kIsFloatStorage<S>) {
+      out[i] = cast_from_double<D>(static_cast<double>(load(x, i)));
+    } else {
+      out[i] = cast_from_int64<D>(load(x, i));
+    }
+  }
+}
+
+void launch_cast(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t n = volume(out.shape);
+  if (n == 0) return;
+  bool handled = false;
+  dispatch(AllTypes{}, x.dtype, [&](auto source) {
+    using S = typename decltype(source)::type;
+    handled = dispatch(AllTypes{}, out.dtype, [&](auto destination) {
+      using D = typename decltype(destination)::type;
+      if (fits_index32(n)) {
+        cast_kernel<S, D, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
+            static_cast<const S*>(x.data), static_cast<D*>(out.data), static_cast<std::int32_t>(n));
+      } else {
+        cast_kernel<S, D, std::int64_t>
+            <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const S*>(x.data), static_cast<D*>(out.data), n);
+      }
+      check_launch(launch);
+    });
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+// ---- supports ----
+
+// The dtype classes of the kernel entries: one entry per float dtype, one for every integer dtype, one for bool.
+enum class Cls { kF32, kF16, kBF16, kF64, kInt, kBool };
+
+bool in_class(Cls cls, DataType dtype) {
+  switch (cls) {
+    case Cls::kF32: return dtype == DataType::kF32;
+    case Cls::kF16: return dtype == DataType::kF16;
+    case Cls::kBF16: return dtype == DataType::kBF16;
+    case Cls::kF64: return dtype == DataType::kF64;
+    case Cls::kInt: return in_list(IntegerTypes{}, dtype);
+    case Cls::kBool: return dtype == DataType::kBool;
+  }
+  return false;
+}
+
+// Broadcast ops (binary, comparisons): the first input's dtype is in the class (the second has the same dtype) and
+// the output has at most 8 axes.
+template <Cls kClass>
+bool supports_broadcast(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.size() != 2 || !has_tensor(layer, 0) || !has_tensor(layer, 1)) return false;
+  return in_class(kClass, input_dtype(graph, layer, 0)) &&
+         input_dtype(graph, layer, 1) == input_dtype(graph, layer, 0) && output_rank(graph, layer, 0) <= kMaxRank;
+}
+
+bool supports_where(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.size() != 3) return false;
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!has_tensor(layer, i)) return false;
+  }
+  return input_dtype(graph, layer, 0) == DataType::kBool && output_rank(graph, layer, 0) <= kMaxRank &&
+         input_dtype(graph, layer, 1) == input_dtype(graph, layer, 2) &&
+         output_dtype(graph, layer, 0) == input_dtype(graph, layer, 1);
+}
+
+template <Cls kClass>
+bool supports_unary(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.empty() || !has_tensor(layer, 0)) return false;
+  return in_class(kClass, input_dtype(graph, layer, 0)) &&
+         output_dtype(graph, layer, 0) == input_dtype(graph, layer, 0);
+}
+
+bool supports_cast(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.empty() || !has_tensor(layer, 0)) return false;
+  return in_list(AllTypes{}, input_dtype(graph, layer, 0)) && in_list(AllTypes{}, output_dtype(graph, layer, 0));
+}
+
+}  // namespace
+
+// Entries of an op for the four float dtypes (f16/bf16 compute in f32, f64 in f64).
+// clang-format off
+#define TENSORACLE_FLOAT_ENTRIES(OP, VARIANT, SUPPORTS, LAUNCH)                  \
+  KernelEntry{OP "_f32_" VARIANT, OP, SUPPORTS<Cls::kF32>, LAUNCH, 0},           \
+  KernelEntry{OP "_f16_f32math_" VARIANT, OP, SUPPORTS<Cls::kF16>, LAUNCH, 0},   \
+  KernelEntry{OP "_bf16_f32math_" VARIANT, OP, SUPPORTS<Cls::kBF16>, LAUNCH, 0}, \
+  KernelEntry{OP "_f64_" VARIANT, OP, SUPPORTS<Cls::kF64>, LAUNCH, 0}
+// The entry of an op for every integer dtype (i64, i32, i16, i8, u8; computed in int64, wrapping).
+#define TENSORACLE_INT_ENTRY(OP, VARIANT, SUPPORTS, LAUNCH) \
+  KernelEntry{OP "_int_i64math_" VARIANT, OP, SUPPORTS<Cls::kInt>, LAUNCH, 0}
+// clang-format on
+
+void register_elementwise_kernels(std::vector<KernelEntry>& kernels) {
+  const std::vector<KernelEntry> entries = {
+      // arithmetic with broadcasting
+      TENSORACLE_FLOAT_ENTRIES("add", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, AddOp, false>)),
+      TENSORACLE_INT_ENTRY("add", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, AddOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("sub", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, SubOp, false>)),
+      TENSORACLE_INT_ENTRY("sub", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, SubOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("mul", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MulOp, false>)),
+      TENSORACLE_INT_ENTRY("mul", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MulOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("div", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, DivOp, false>)),
+      TENSORACLE_INT_ENTRY("div", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, DivOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("pow", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, PowOp, false>)),
+      TENSORACLE_INT_ENTRY("pow", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, PowOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("max", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MaxOp, false>)),
+      TENSORACLE_INT_ENTRY("max", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MaxOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("min", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MinOp, false>)),
+      TENSORACLE_INT_ENTRY("min", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MinOp, false>)),
+      // comparisons (bool output)
+      TENSORACLE_FLOAT_ENTRIES("equal", "broadcast", supports_broadcast,
+                               (&launch_binary<EqualityTypes, EqualOp, true>)),
+      TENSORACLE_INT_ENTRY("equal", "broadcast", supports_broadcast, (&launch_binary<EqualityTypes, EqualOp, true>)),
+      KernelEntry{"equal_bool_broadcast", "equal", supports_broadcast<Cls::kBool>,
+                  &launch_binary<EqualityTypes, EqualOp, true>, 0},
+      TENSORACLE_FLOAT_ENTRIES("less", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, LessOp, true>)),
+      TENSORACLE_INT_ENTRY("less", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, LessOp, true>)),
+      TENSORACLE_FLOAT_ENTRIES("greater", "broadcast", supports_broadcast,
+                               (&launch_binary<NumericTypes, GreaterOp, true>)),
+      TENSORACLE_INT_ENTRY("greater", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, GreaterOp, true>)),
+      // where (any dtype: elements are copied)
+      KernelEntry{"where_any_broadcast", "where", supports_where, launch_where, 0},
+      // unary ops on floats and integers
+      TENSORACLE_FLOAT_ENTRIES("abs", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, AbsOp>)),
+      TENSORACLE_INT_ENTRY("abs", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, AbsOp>)),
+      TENSORACLE_FLOAT_ENTRIES("neg", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, NegOp>)),
+      TENSORACLE_INT_ENTRY("neg", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, NegOp>)),
+      KernelEntry{"not_bool_elementwise", "not", supports_unary<Cls::kBool>,
+                  &launch_simple_unary<TypeList<Bool8>, NotOp>, 0},
+      // math functions and activations on floats
+      TENSORACLE_FLOAT_ENTRIES("exp", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, ExpOp>)),
+      TENSORACLE_FLOAT_ENTRIES("log", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, LogOp>)),
+      TENSORACLE_FLOAT_ENTRIES("sqrt", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SqrtOp>)),
+      TENSORACLE_FLOAT_ENTRIES("rsqrt", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, RsqrtOp>)),
+      TENSORACLE_FLOAT_ENTRIES("reciprocal", "elementwise", supports_unary,
+                               (&launch_simple_unary<FloatTypes, ReciprocalOp>)),
+      TENSORACLE_FLOAT_ENTRIES("sin", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SinOp>)),
+      TENSORACLE_FLOAT_ENTRIES("cos", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, CosOp>)),
+      TENSORACLE_FLOAT_ENTRIES("tanh", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, TanhOp>)),
+      TENSORACLE_FLOAT_ENTRIES("erf", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, ErfOp>)),
+      TENSORACLE_FLOAT_ENTRIES("floor", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, FloorOp>)),
+      TENSORACLE_FLOAT_ENTRIES("ceil", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, CeilOp>)),
+      TENSORACLE_FLOAT_ENTRIES("relu", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, ReluOp>)),
+      TENSORACLE_FLOAT_ENTRIES("leaky_relu", "elementwise", supports_unary, &launch_leaky_relu),
+      TENSORACLE_FLOAT_ENTRIES("gelu", "elementwise", supports_unary, &launch_gelu),
+      TENSORACLE_FLOAT_ENTRIES("silu", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SiluOp>)),
+      TENSORACLE_FLOAT_ENTRIES("sigmoid", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SigmoidOp>)),
+      TENSORACLE_FLOAT_ENTRIES("hard_sigmoid", "elementwise", supports_unary,
+                               (&launch_simple_unary<FloatTypes, HardSigmoidOp>)),
+      TENSORACLE_FLOAT_ENTRIES("hard_swish", "elementwise", supports_unary,
+                               (&launch_simple_unary<FloatTypes, HardSwishOp>)),
+      TENSORACLE_FLOAT_ENTRIES("softplus", "elementwise", supports_unary, &launch_softplus),
+      TENSORACLE_FLOAT_ENTRIES("clip", "elementwise", supports_unary, &launch_clip),
+      // cast between every pair of dtypes
+      KernelEntry{"cast_any_elementwise", "cast", supports_cast, launch_cast, 0},
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+#undef TENSORACLE_FLOAT_ENTRIES
+#undef TENSORACLE_INT_ENTRY
+
+}  // namespace tensoracle::cuda

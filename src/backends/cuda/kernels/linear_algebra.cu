@@ -1,0 +1,383 @@
+// CUDA kernels of the linear_algebra family: matmul (broadcast batches) and linear (x · Wᵀ + b) through cuBLASLt.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
+
+namespace tensoracle::cuda {
+namespace {
+
+using namespace kernels;  // NOLINT(google-build-using-namespace): the shared helpers of this backend's kernels
+
+// cuBLASLt's scratch: what Hopper's heuristics ask for at most.
+constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
+
+// A row-major product C[m, n] = op(A) · op(B) (+ bias[n]) (+ C), A [m, k] ([k, m] when trans_a), B [k, n] ([n, k]
+// when trans_b), `batch` of them `stride_*` elements apart, for every pointer triple of `calls`.
+struct Gemm {
+  DataType dtype = DataType::kF32;
+  bool trans_a = false;
+  bool trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  const void* bias = nullptr;  // bias epilogue: bias[n] added to every row of C
+  bool accumulate = false;     // beta = 1: C already holds values to add
+};
+
+struct GemmPointers {
+  const void* a;
+  const void* b;
+  void* c;
+};
+
+cudaDataType_t cuda_type(DataType dtype) {
+  switch (dtype) {
+    case DataType::kF64: return CUDA_R_64F;
+    case DataType::kF16: return CUDA_R_16F;
+    case DataType::kBF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// The largest power of two (up to 256) dividing a byte count.
+std::uint32_t value_alignment(std::uint64_t v) {
+  std::uint32_t a = 1;
+  while (a < 256 && v % (a * 2U) == 0) a *= 2;
+  return a;
+}
+
+// Descriptors of one cuBLASLt call, destroyed however the launch ends.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  LtDescriptors() = default;
+  LtDescriptors(const LtDescriptors&) = delete;
+  LtDescriptors& operator=(const LtDescriptors&) = delete;
+  ~LtDescriptors() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+template <typename V>
+void set_layout_batch(const StepLaunch& launch, cublasLtMatrixLayout_t layout, V count, std::int64_t stride) {
+  const auto batch = static_cast<std::int32_t>(count);
+  TENSORACLE_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+      layer_name(launch));
+  TENSORACLE_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+      layer_name(launch));
+}
+
+void set_preference(const StepLaunch& launch, cublasLtMatmulPreference_t preference,
+                    cublasLtMatmulPreferenceAttributes_t attribute, std::uint32_t value) {
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)),
+                          layer_name(launch));
+}
+
+// Enqueues the products. Row-major matrices are column-major transposes, so cuBLASLt computes Cᵀ = op(B)ᵀ · op(A)ᵀ:
+// its "A" is our B and its "B" our A, and Cᵀ [n, m] column-major with ld n is C row-major. Returns false (enqueuing
+// nothing) when cuBLASLt has no algorithm for a product with a bias epilogue, so the caller can add the bias another
+// way; throws for every other failure.
+bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPointers>& calls) {
+  const std::string& context = layer_name(launch);
+  if (launch.handles == nullptr || launch.handles->cublaslt == nullptr) {
+    launch.attrs->fail("no cuBLASLt handle was given to the launch");
+  }
+  const cudaDataType_t type = cuda_type(g.dtype);
+  const bool f64 = g.dtype == DataType::kF64;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // f16/bf16 accumulate in f32; f32 without TF32
+  if (f64) {
+    compute = CUBLAS_COMPUTE_64F;
+  } else if (g.dtype == DataType::kF32 && launch.precision == Precision::kTf32) {
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+
+  LtDescriptors d;
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, compute, scale_type), context);
+  const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
+  const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+                          context);
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+                          context);
+  if (g.bias != nullptr) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    TENSORACLE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), context);
+    TENSORACLE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), context);
+  }
+
+  const auto m = static_cast<std::uint64_t>(g.m), n = static_cast<std::uint64_t>(g.n),
+             k = static_cast<std::uint64_t>(g.k);
+  // Our B: [k, n] row-major is column-major [n, k] with ld n; [n, k] (trans_b) is column-major [k, n] with ld k.
+  TENSORACLE_CUBLAS_CHECK(
+      g.trans_b ? cublasLtMatrixLayoutCreate(&d.a, type, k, n, g.k) : cublasLtMatrixLayoutCreate(&d.a, type, n, k, g.n),
+      context);
+  // Our A: [m, k] row-major is column-major [k, m] with ld k; [k, m] (trans_a) is column-major [m, k] with ld m.
+  TENSORACLE_CUBLAS_CHECK(
+      g.trans_a ? cublasLtMatrixLayoutCreate(&d.b, type, m, k, g.m) : cublasLtMatrixLayoutCreate(&d.b, type, k, m, g.k),
+      context);
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, type, n, m, g.n), context);
+  if (g.batch > 1) {
+    set_layout_batch(launch, d.a, g.batch, g.stride_b);
+    set_layout_batch(launch, d.b, g.batch, g.stride_a);
+    set_layout_batch(launch, d.c, g.batch, g.stride_c);
+  }
+
+  // The alignment every call's pointers (and batch strides) guarantee.
+  const std::uint64_t element = element_size(g.dtype);
+  std::uint32_t align_a = 256, align_b = 256, align_c = 256;
+  for (const GemmPointers& p : calls) {
+    align_a = std::min(align_a, value_alignment(reinterpret_cast<std::uintptr_t>(p.b)));
+    align_b = std::min(align_b, value_alignment(reinterpret_cast<std::uintptr_t>(p.a)));
+    align_c = std::min(align_c, value_alignment(reinterpret_cast<std::uintptr_t>(p.c)));
+  }
+  if (g.batch > 1) {
+    align_a = std::min(align_a, value_alignment(static_cast<std::uint64_t>(g.stride_b) * element));
+    align_b = std::min(align_b, value_alignment(static_cast<std::uint64_t>(g.stride_a) * element));
+    align_c = std::min(align_c, value_alignment(static_cast<std::uint64_t>(g.stride_c) * element));
+  }
+  const std::size_t workspace_bytes =
+      launch.workspace != nullptr ? std::min(launch.workspace_bytes, kGemmWorkspaceBytes) : 0;
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference), context);
+  const std::uint64_t max_workspace = workspace_bytes;
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                               &max_workspace, sizeof(max_workspace)),
+                          context);
+  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(launch.handles->cublaslt, d.op, d.a, d.b, d.c, d.c,
+                                                               d.preference, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    if (g.bias != nullptr) return false;
+    throw_cublas_error("cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED, context);
+  }
+  TENSORACLE_CUBLAS_CHECK(status, context);
+
+  const float one_f = 1.0F, zero_f = 0.0F;
+  const double one_d = 1.0, zero_d = 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* beta =
+      g.accumulate ? alpha : (f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f));
+  for (const GemmPointers& p : calls) {
+    TENSORACLE_CUBLAS_CHECK(cublasLtMatmul(launch.handles->cublaslt, d.op, alpha, p.b, d.a, p.a, d.b, beta, p.c, d.c,
+                                           p.c, d.c, &heuristic.algo, launch.workspace, workspace_bytes, launch.stream),
+                            context);
+  }
+  return true;
+}
+
+// ---- bias rows: out[r, j] = bias[j] ----
+
+template <typename W, typename Index>
+__global__ void fill_rows_kernel(const W* bias, W* out, Index n, Index features) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) out[i] = bias[i % features];
+}
+
+void fill_rows(const StepLaunch& launch, const DeviceTensor& bias, void* out, std::int64_t rows,
+               std::int64_t features) {
+  const std::int64_t n = rows * features;
+  if (n == 0) return;
+  dispatch_element_word(element_size(bias.dtype), [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    if (fits_index32(n)) {
+      fill_rows_kernel<W, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
+          static_cast<const W*>(bias.data), static_cast<W*>(out), static_cast<std::int32_t>(n),
+          static_cast<std::int32_t>(features));
+    } else {
+      fill_rows_kernel<W, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const W*>(bias.data),
+                                                                                     static_cast<W*>(out), n, features);
+    }
+    check_launch(launch);
+  });
+}
+
+void zero_fill(const StepLaunch& launch, void* data, std::size_t bytes) {
+  if (bytes == 0) return;
+  TENSORACLE_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, launch.stream), layer_name(launch));
+}
+
+// ---- matmul ----
+// The batch dims broadcast (NumPy). After merging the batch axes that both operands walk contiguously (or both
+// broadcast), the innermost merged axis becomes cuBLASLt's strided batch (stride 0 for a broadcast operand) and any
+// remaining outer axes are enumerated here, one cuBLASLt call per outer index, so every broadcast pattern works; the
+// common ones (equal batch dims, one operand without batch dims) take a single call.
+
+void launch_matmul(const StepLaunch& launch) {
+  const DeviceTensor& a = launch.inputs.at(0);
+  const DeviceTensor& b = launch.inputs.at(1);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const bool trans_a = launch.attrs->get_bool("transpose_a", false);
+  const bool trans_b = launch.attrs->get_bool("transpose_b", false);
+  const int rank = out.shape.rank();
+  const int ra = a.shape.rank(), rb = b.shape.rank();
+  const std::int64_t m = out.shape[rank - 2], n = out.shape[rank - 1];
+  const std::int64_t k = trans_a ? a.shape[ra - 2] : a.shape[ra - 1];
+  const std::int64_t total = volume(out.shape);
+  if (total == 0) return;
+  const std::size_t element = element_size(out.dtype);
+  if (k == 0) {  // an empty sum
+    zero_fill(launch, out.data, static_cast<std::size_t>(total) * element);
+    return;
+  }
+
+  // Batch strides in matrices: 0 where an operand is broadcast.
+  const Dims out_batch(std::vector<std::int64_t>(out.shape.begin(), out.shape.end() - 2));
+  const Dims a_batch(std::vector<std::int64_t>(a.shape.begin(), a.shape.end() - 2));
+  const Dims b_batch(std::vector<std::int64_t>(b.shape.begin(), b.shape.end() - 2));
+  const std::vector<std::int64_t> sa = broadcast_strides(a_batch, out_batch);
+  const std::vector<std::int64_t> sb = broadcast_strides(b_batch, out_batch);
+  const std::vector<std::int64_t> sc = row_major_strides(out_batch);
+  std::vector<std::int64_t> dims, ma, mb, mc;  // merged batch axes
+  for (std::size_t i = 0; i < sc.size(); ++i) {
+    const std::int64_t d = out_batch[static_cast<int>(i)];
+    if (d == 1) continue;
+    if (!dims.empty() && ma.back() == sa[i] * d && mb.back() == sb[i] * d && mc.back() == sc[i] * d) {
+      dims.back() *= d;
+      ma.back() = sa[i];
+      mb.back() = sb[i];
+      mc.back() = sc[i];
+      continue;
+    }
+    dims.push_back(d);
+    ma.push_back(sa[i]);
+    mb.push_back(sb[i]);
+    mc.push_back(sc[i]);
+  }
+
+  Gemm g;
+  g.dtype = out.dtype;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  const std::int64_t size_a = m * k, size_b = k * n, size_c = m * n;
+  std::vector<GemmPointers> calls;
+  const auto* base_a = static_cast<const std::byte*>(a.data);
+  const auto* base_b = static_cast<const std::byte*>(b.data);
+  auto* base_c = static_cast<std::byte*>(out.data);
+  const auto e = static_cast<std::int64_t>(element);
+  if (dims.empty()) {
+    calls.push_back({a.data, b.data, out.data});
+  } else {
+    const std::size_t last = dims.size() - 1;
+    if (dims[last] > std::numeric_limits<std::int32_t>::max()) launch.attrs->fail("too many matrices in one batch");
+    g.batch = dims[last];
+    g.stride_a = ma[last] * size_a;
+    g.stride_b = mb[last] * size_b;
+    g.stride_c = mc[last] * size_c;
+    std::int64_t outer = 1;
+    for (std::size_t i = 0; i < last; ++i) outer *= dims[i];
+    for (std::int64_t o = 0; o < outer; ++o) {
+      std::int64_t rest = o, oa = 0, ob = 0, oc = 0;
+      for (std::size_t i = last; i-- > 0;) {
+        const std::int64_t c = rest % dims[i];
+        rest /= dims[i];
+        oa += c * ma[i];
+        ob += c * mb[i];
+        oc += c * mc[i];
+      }
+      calls.push_back({base_a + oa * size_a * e, base_b + ob * size_b * e, base_c + oc * size_c * e});
+    }
+  }
+  run_gemm(launch, g, calls);
+}
+
+// ---- linear: x [..., in] · weight[out, in]ᵀ + bias[out] ----
+
+// kEpilogue: the bias goes through cuBLASLt's bias epilogue (falling back to the beta form when cuBLASLt has no
+// algorithm with it); otherwise the output is first filled with the bias rows and the product accumulates onto them
+// (beta = 1). Either way the bias is added to the f32 (f64) accumulator and the sum rounded once.
+template <bool kEpilogue>
+void launch_linear(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& weight = launch.inputs.at(1);
+  const DeviceTensor* bias = launch.inputs.size() > 2 && launch.inputs[2].data != nullptr ? &launch.inputs[2] : nullptr;
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t features = weight.shape[0], in = weight.shape[1];
+  const std::int64_t rows = volume(x.shape, 0, x.shape.rank() - 1);
+  if (rows == 0 || features == 0) return;
+  if (in == 0) {  // an empty sum: the bias alone
+    if (bias != nullptr) {
+      fill_rows(launch, *bias, out.data, rows, features);
+    } else {
+      zero_fill(launch, out.data, static_cast<std::size_t>(rows * features) * element_size(out.dtype));
+    }
+    return;
+  }
+  Gemm g;
+  g.dtype = out.dtype;
+  g.trans_a = false;
+  g.trans_b = true;
+  g.m = rows;
+  g.n = features;
+  g.k = in;
+  const std::vector<GemmPointers> calls = {{x.data, weight.data, out.data}};
+  if (kEpilogue && bias != nullptr) {
+    g.bias = bias->data;
+    if (run_gemm(launch, g, calls)) return;
+    g.bias = nullptr;
+  }
+  if (bias != nullptr) {
+    fill_rows(launch, *bias, out.data, rows, features);
+    g.accumulate = true;
+  }
+  run_gemm(launch, g, calls);
+}
+
+// ---- supports ----
+
+// Every present input (and the output) has the entry's dtype.
+template <DataType kDtype>
+bool supports_gemm(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.size() < 2 || !has_tensor(layer, 0) || !has_tensor(layer, 1)) return false;
+  for (std::size_t i = 0; i < layer.inputs.size(); ++i) {
+    if (has_tensor(layer, i) && input_dtype(graph, layer, i) != kDtype) return false;
+  }
+  return output_dtype(graph, layer, 0) == kDtype;
+}
+
+}  // namespace
+
+void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
+  const std::size_t ws = kGemmWorkspaceBytes;
+  const std::vector<KernelEntry> entries = {
+      // f32 uses TF32 tensor cores only at Precision::kTf32.
+      {"matmul_f32_cublaslt", "matmul", supports_gemm<DataType::kF32>, launch_matmul, ws},
+      {"matmul_f16_f32acc_cublaslt", "matmul", supports_gemm<DataType::kF16>, launch_matmul, ws},
+      {"matmul_bf16_f32acc_cublaslt", "matmul", supports_gemm<DataType::kBF16>, launch_matmul, ws},
+      {"matmul_f64_cublaslt", "matmul", supports_gemm<DataType::kF64>, launch_matmul, ws},
+      {"linear_f32_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF32>, launch_linear<true>, ws},
+      {"linear_f16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF16>, launch_linear<true>, ws},
+      {"linear_bf16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kBF16>, launch_linear<true>, ws},
+      {"linear_f32_cublaslt_bias_beta", "linear", supports_gemm<DataType::kF32>, launch_linear<false>, ws},
+      {"linear_f16_f32acc_cublaslt_bias_beta", "linear", supports_gemm<DataType::kF16>, launch_linear<false>, ws},
+      {"linear_bf16_f32acc_cublaslt_bias_beta", "linear", supports_gemm<DataType::kBF16>, launch_linear<false>, ws},
+      {"linear_f64_cublaslt_bias_beta", "linear", supports_gemm<DataType::kF64>, launch_linear<false>, ws},
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+}  // namespace tensoracle::cuda

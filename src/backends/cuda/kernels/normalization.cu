@@ -1,0 +1,488 @@
+// CUDA kernels of the normalization family: softmax, log_softmax, layer/rms/batch/group/instance norm.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
+
+namespace tensoracle::cuda {
+namespace {
+
+using namespace kernels;  // NOLINT(google-build-using-namespace): the shared helpers of this backend's kernels
+
+constexpr int kWarpRowsThreads = 128;  // warp-per-row kernels: 4 rows per block
+constexpr int kBlockRowThreads = 512;  // block-per-row kernels
+constexpr int kWarpRowMax = 1024;      // rows up to this length take one warp
+
+template <typename T>
+__device__ __forceinline__ Compute<T> load_or(const T* p, std::int64_t i, Compute<T> absent) {
+  return p != nullptr ? load(p, i) : absent;
+}
+
+// ---- softmax / log_softmax ----
+// As the CPU reference: the row maximum (NaN if any element is NaN) is subtracted first, then
+// softmax = exp(x - max) / sum(exp(x - max)) and log_softmax = (x - max) - log(sum). A row of -inf, or one holding
+// +inf or NaN, gives NaN everywhere.
+
+// One warp per row of length <= 32 * kPerLane, the row cached in registers.
+template <typename T, int kPerLane, bool kLog>
+__global__ void softmax_warp_kernel(const T* x, T* y, std::int64_t rows, int len) {
+  using C = Compute<T>;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const std::int64_t warps_per_block = blockDim.x >> 5;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * warps_per_block;
+  for (std::int64_t row = blockIdx.x * warps_per_block + (threadIdx.x >> 5); row < rows; row += stride) {
+    const T* xr = x + row * len;
+    T* yr = y + row * len;
+    C v[kPerLane];
+    C m = -math::infinity<C>();
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + k * 32;
+      v[k] = j < len ? load(xr, j) : C(0);
+      if (j < len) m = NanMaxOp{}(m, v[k]);
+    }
+    m = warp_reduce(m, NanMaxOp{});
+    C sum = 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + k * 32;
+      if (j < len) {
+        v[k] = v[k] - m;
+        sum += math::exp(v[k]);
+      }
+    }
+    sum = warp_reduce(sum, SumOp{});
+    const C log_sum = kLog ? math::log(sum) : C(0);
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + k * 32;
+      if (j < len) store(yr, j, kLog ? v[k] - log_sum : math::exp(v[k]) / sum);
+    }
+  }
+}
+
+// One block per row (long rows); three passes over the row.
+template <typename T, bool kLog>
+__global__ void softmax_block_kernel(const T* x, T* y, std::int64_t rows, std::int64_t len) {
+  using C = Compute<T>;
+  __shared__ C scratch[32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * len;
+    T* yr = y + row * len;
+    C m = -math::infinity<C>();
+    for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) m = NanMaxOp{}(m, load(xr, j));
+    m = block_reduce(m, NanMaxOp{}, -math::infinity<C>(), scratch);
+    C sum = 0;
+    for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += math::exp(load(xr, j) - m);
+    sum = block_reduce(sum, SumOp{}, C(0), scratch);
+    const C log_sum = kLog ? math::log(sum) : C(0);
+    for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      const C shifted = load(xr, j) - m;
+      store(yr, j, kLog ? shifted - log_sum : math::exp(shifted) / sum);
+    }
+  }
+}
+
+// Softmax along a non-last axis with many columns: one thread per (outer, inner) column, walking the axis with stride
+// `inner` (adjacent threads read adjacent elements).
+template <typename T, bool kLog>
+__global__ void softmax_strided_kernel(const T* x, T* y, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  using C = Compute<T>;
+  const std::int64_t columns = outer * inner;
+  for (std::int64_t t = global_thread<std::int64_t>(); t < columns; t += grid_threads<std::int64_t>()) {
+    const std::int64_t o = t / inner;
+    const std::int64_t base = o * len * inner + (t - o * inner);
+    C m = -math::infinity<C>();
+    for (std::int64_t j = 0; j < len; ++j) m = NanMaxOp{}(m, load(x, base + j * inner));
+    C sum = 0;
+    for (std::int64_t j = 0; j < len; ++j) sum += math::exp(load(x, base + j * inner) - m);
+    const C log_sum = kLog ? math::log(sum) : C(0);
+    for (std::int64_t j = 0; j < len; ++j) {
+      const C shifted = load(x, base + j * inner) - m;
+      store(y, base + j * inner, kLog ? shifted - log_sum : math::exp(shifted) / sum);
+    }
+  }
+}
+
+// Softmax along a non-last axis with few columns: a block takes 32 adjacent columns (threadIdx.x) of one outer index
+// and splits the axis among kColumnSplit rows of threads (threadIdx.y), combining through shared memory.
+constexpr int kColumnTile = 32;
+constexpr int kColumnSplit = 16;
+constexpr std::int64_t kManyColumns = 32768;  // below this, thread-per-column leaves most of the GPU idle
+
+template <typename C, typename Op>
+__device__ __forceinline__ C column_reduce(C v, Op op, C (*partial)[kColumnTile + 1]) {
+  partial[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y == 0) {
+    for (int t = 1; t < kColumnSplit; ++t) v = op(v, partial[t][threadIdx.x]);
+    partial[0][threadIdx.x] = v;
+  }
+  __syncthreads();
+  v = partial[0][threadIdx.x];
+  __syncthreads();
+  return v;
+}
+
+template <typename T, bool kLog>
+__global__ void softmax_columns_kernel(const T* x, T* y, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  using C = Compute<T>;
+  __shared__ C partial[kColumnSplit][kColumnTile + 1];
+  const std::int64_t column = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  const bool active = column < inner;
+  for (std::int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    const std::int64_t base = o * len * inner + column;
+    C m = -math::infinity<C>();
+    if (active) {
+      for (std::int64_t j = threadIdx.y; j < len; j += kColumnSplit) m = NanMaxOp{}(m, load(x, base + j * inner));
+    }
+    m = column_reduce(m, NanMaxOp{}, partial);
+    C sum = 0;
+    if (active) {
+      for (std::int64_t j = threadIdx.y; j < len; j += kColumnSplit) sum += math::exp(load(x, base + j * inner) - m);
+    }
+    sum = column_reduce(sum, SumOp{}, partial);
+    const C log_sum = kLog ? math::log(sum) : C(0);
+    if (active) {
+      for (std::int64_t j = threadIdx.y; j < len; j += kColumnSplit) {
+        const C shifted = load(x, base + j * inner) - m;
+        store(y, base + j * inner, kLog ? shifted - log_sum : math::exp(shifted) / sum);
+      }
+    }
+  }
+}
+
+template <typename T, bool kLog>
+void softmax_typed(const StepLaunch& launch, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  const T* x = static_cast<const T*>(launch.inputs.at(0).data);
+  T* y = static_cast<T*>(launch.outputs.at(0).data);
+  cudaStream_t stream = launch.stream;
+  if (inner == 1) {
+    const std::int64_t rows = outer;
+    const unsigned warp_grid = grid_for(rows, kWarpRowsThreads / 32);
+    if (len <= 128) {
+      softmax_warp_kernel<T, 4, kLog><<<warp_grid, kWarpRowsThreads, 0, stream>>>(x, y, rows, static_cast<int>(len));
+    } else if (len <= kWarpRowMax) {
+      softmax_warp_kernel<T, 32, kLog><<<warp_grid, kWarpRowsThreads, 0, stream>>>(x, y, rows, static_cast<int>(len));
+    } else {
+      softmax_block_kernel<T, kLog><<<grid_for(rows, 1), kBlockRowThreads, 0, stream>>>(x, y, rows, len);
+    }
+  } else if (outer * inner >= kManyColumns) {
+    softmax_strided_kernel<T, kLog><<<grid_for(outer * inner), kThreads, 0, stream>>>(x, y, outer, len, inner);
+  } else {
+    const dim3 grid(static_cast<unsigned>((inner + kColumnTile - 1) / kColumnTile),
+                    static_cast<unsigned>(std::min<std::int64_t>(outer, 65535)));
+    softmax_columns_kernel<T, kLog><<<grid, dim3(kColumnTile, kColumnSplit), 0, stream>>>(x, y, outer, len, inner);
+  }
+  check_launch(launch);
+}
+
+template <bool kLog>
+void launch_softmax(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const int rank = x.shape.rank();
+  std::int64_t axis = launch.attrs->get_int("axis");
+  if (rank == 0) {
+    axis = 0;
+  } else if (axis < 0) {
+    axis += rank;
+  }
+  const int a = static_cast<int>(axis);
+  const std::int64_t outer = rank == 0 ? 1 : volume(x.shape, 0, a);
+  const std::int64_t len = rank == 0 ? 1 : x.shape[a];
+  const std::int64_t inner = rank == 0 ? 1 : volume(x.shape, a + 1, rank);
+  if (outer * len * inner == 0) return;
+  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
+    softmax_typed<typename decltype(tag)::type, kLog>(launch, outer, len, inner);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+// ---- layer_norm / rms_norm over the last normalized_rank dims ----
+// layer_norm: (x - mean) / sqrt(var + eps) * weight + bias (biased variance, two passes); rms_norm:
+// x / sqrt(mean(x^2) + eps) * weight. An absent weight is 1 and an absent bias 0 (added, as the CPU reference does).
+
+// The type statistics are kept in: f32 tensors use f64, so that rows with a large offset (mean much larger than the
+// spread) normalize as exactly as the CPU reference, which computes in double; f16/bf16 use f32, f64 uses f64.
+template <typename T>
+struct NormStatOf {
+  using type = Compute<T>;
+};
+template <>
+struct NormStatOf<float> {
+  using type = double;
+};
+template <typename T>
+using NormStat = typename NormStatOf<T>::type;
+
+template <typename T, int kPerLane, bool kRms>
+__global__ void norm_warp_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len,
+                                 float eps_f, double eps_d) {
+  using C = NormStat<T>;
+  const C eps = param_as<C>(eps_f, eps_d);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const std::int64_t warps_per_block = blockDim.x >> 5;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * warps_per_block;
+  const C n = static_cast<C>(len);
+  for (std::int64_t row = blockIdx.x * warps_per_block + (threadIdx.x >> 5); row < rows; row += stride) {
+    const T* xr = x + row * len;
+    T* yr = y + row * len;
+    C v[kPerLane];
+    C sum = 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + k * 32;
+      v[k] = j < len ? load(xr, j) : C(0);
+      sum += kRms ? v[k] * v[k] : v[k];
+    }
+    sum = warp_reduce(sum, SumOp{});
+    C mean = 0;
+    C denom = 0;
+    if (kRms) {
+      denom = math::sqrt(sum / n + eps);
+    } else {
+      mean = sum / n;
+      C sq = 0;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) {
+        const int j = lane + k * 32;
+        const C d = v[k] - mean;
+        if (j < len) sq += d * d;
+      }
+      sq = warp_reduce(sq, SumOp{});
+      denom = math::sqrt(sq / n + eps);
+    }
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + k * 32;
+      if (j < len) {
+        const C w = load_or(weight, j, C(1));
+        if (kRms) {
+          store(yr, j, v[k] / denom * w);
+        } else {
+          store(yr, j, (v[k] - mean) / denom * w + load_or(bias, j, C(0)));
+        }
+      }
+    }
+  }
+}
+
+template <typename T, bool kRms>
+__global__ void norm_block_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, std::int64_t len,
+                                  float eps_f, double eps_d) {
+  using C = NormStat<T>;
+  __shared__ C scratch[32];
+  const C eps = param_as<C>(eps_f, eps_d);
+  const C n = static_cast<C>(len);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * len;
+    T* yr = y + row * len;
+    C sum = 0;
+    for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      const C v = load(xr, j);
+      sum += kRms ? v * v : v;
+    }
+    sum = block_reduce(sum, SumOp{}, C(0), scratch);
+    C mean = 0;
+    C denom = 0;
+    if (kRms) {
+      denom = math::sqrt(sum / n + eps);
+    } else {
+      mean = sum / n;
+      C sq = 0;
+      for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+        const C d = load(xr, j) - mean;
+        sq += d * d;
+      }
+      sq = block_reduce(sq, SumOp{}, C(0), scratch);
+      denom = math::sqrt(sq / n + eps);
+    }
+    for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      const C w = load_or(weight, j, C(1));
+      if (kRms) {
+        store(yr, j, load(xr, j) / denom * w);
+      } else {
+        store(yr, j, (load(xr, j) - mean) / denom * w + load_or(bias, j, C(0)));
+      }
+    }
+  }
+}
+
+template <bool kRms>
+void launch_last_dims_norm(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const int rank = x.shape.rank();
+  const double eps = launch.attrs->get_float("epsilon", kRms ? 1e-6 : 1e-5);
+  const auto normalized = static_cast<int>(launch.attrs->get_int("normalized_rank", 1));
+  const std::int64_t len = volume(x.shape, rank - normalized, rank);
+  const std::int64_t total = volume(x.shape);
+  if (len == 0 || total == 0) return;
+  const std::int64_t rows = total / len;
+  const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
+  const void* bias = !kRms && launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
+  const float eps_f = host_double_to_float(eps);
+  cudaStream_t stream = launch.stream;
+  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data);
+    const T* wp = static_cast<const T*>(weight);
+    const T* bp = static_cast<const T*>(bias);
+    T* yp = static_cast<T*>(launch.outputs.at(0).data);
+    const unsigned warp_grid = grid_for(rows, kWarpRowsThreads / 32);
+    if (len <= 128) {
+      norm_warp_kernel<T, 4, kRms>
+          <<<warp_grid, kWarpRowsThreads, 0, stream>>>(xp, wp, bp, yp, rows, static_cast<int>(len), eps_f, eps);
+    } else if (len <= kWarpRowMax) {
+      norm_warp_kernel<T, 32, kRms>
+          <<<warp_grid, kWarpRowsThreads, 0, stream>>>(xp, wp, bp, yp, rows, static_cast<int>(len), eps_f, eps);
+    } else {
+      norm_block_kernel<T, kRms>
+          <<<grid_for(rows, 1), kBlockRowThreads, 0, stream>>>(xp, wp, bp, yp, rows, len, eps_f, eps);
+    }
+    check_launch(launch);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+// ---- batch_norm (inference): x [N, C, ...], per-channel statistics as inputs ----
+
+template <typename T, typename Index>
+__global__ void batch_norm_kernel(const T* x, const T* mean, const T* var, const T* weight, const T* bias, T* y,
+                                  Index n, Index channels, Index spatial, float eps_f, double eps_d) {
+  using C = Compute<T>;
+  const C eps = param_as<C>(eps_f, eps_d);
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
+    const Index c = (i / spatial) % channels;
+    const C v = (load(x, i) - load(mean, c)) / math::sqrt(load(var, c) + eps) * load_or(weight, c, C(1)) +
+                load_or(bias, c, C(0));
+    store(y, i, v);
+  }
+}
+
+void launch_batch_norm(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const double eps = launch.attrs->get_float("epsilon", 1e-5);
+  const std::int64_t n = volume(x.shape);
+  if (n == 0) return;
+  const std::int64_t channels = x.shape[1];
+  const std::int64_t spatial = volume(x.shape, 2, x.shape.rank());
+  const void* weight = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
+  const void* bias = launch.inputs.size() > 4 ? launch.inputs[4].data : nullptr;
+  const float eps_f = host_double_to_float(eps);
+  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto run = [&](auto index) {
+      using Index = decltype(index);
+      batch_norm_kernel<T, Index><<<grid_for(n), kThreads, 0, launch.stream>>>(
+          static_cast<const T*>(x.data), static_cast<const T*>(launch.inputs.at(1).data),
+          static_cast<const T*>(launch.inputs.at(2).data), static_cast<const T*>(weight), static_cast<const T*>(bias),
+          static_cast<T*>(launch.outputs.at(0).data), static_cast<Index>(n), static_cast<Index>(channels),
+          static_cast<Index>(spatial), eps_f, eps);
+    };
+    if (fits_index32(n)) {
+      run(std::int32_t{0});
+    } else {
+      run(std::int64_t{0});
+    }
+    check_launch(launch);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+// ---- group_norm / instance_norm: one block per contiguous (n, group) block of channels x spatial positions ----
+
+template <typename T>
+__global__ void grouped_norm_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t blocks,
+                                    std::int64_t block_len, std::int64_t channels, std::int64_t spatial, float eps_f,
+                                    double eps_d) {
+  using C = Compute<T>;
+  __shared__ C scratch[32];
+  const C eps = param_as<C>(eps_f, eps_d);
+  const C n = static_cast<C>(block_len);
+  for (std::int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const std::int64_t start = b * block_len;
+    C sum = 0;
+    for (std::int64_t j = threadIdx.x; j < block_len; j += blockDim.x) sum += load(x, start + j);
+    const C mean = block_reduce(sum, SumOp{}, C(0), scratch) / n;
+    C sq = 0;
+    for (std::int64_t j = threadIdx.x; j < block_len; j += blockDim.x) {
+      const C d = load(x, start + j) - mean;
+      sq += d * d;
+    }
+    const C denom = math::sqrt(block_reduce(sq, SumOp{}, C(0), scratch) / n + eps);
+    for (std::int64_t j = threadIdx.x; j < block_len; j += blockDim.x) {
+      const std::int64_t i = start + j;
+      const std::int64_t c = (i / spatial) % channels;
+      store(y, i, (load(x, i) - mean) / denom * load_or(weight, c, C(1)) + load_or(bias, c, C(0)));
+    }
+  }
+}
+
+template <bool kInstance>
+void launch_grouped_norm(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const double eps = launch.attrs->get_float("epsilon", 1e-5);
+  const std::int64_t channels = x.shape[1];
+  const std::int64_t groups = kInstance ? channels : launch.attrs->get_int("num_groups");
+  const std::int64_t spatial = volume(x.shape, 2, x.shape.rank());
+  const std::int64_t total = volume(x.shape);
+  const std::int64_t block_len = groups == 0 ? 0 : channels / groups * spatial;
+  if (block_len == 0 || total == 0) return;
+  const std::int64_t blocks = total / block_len;
+  const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
+  const void* bias = launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
+  const float eps_f = host_double_to_float(eps);
+  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    grouped_norm_kernel<T><<<grid_for(blocks, 1), kBlockRowThreads, 0, launch.stream>>>(
+        static_cast<const T*>(x.data), static_cast<const T*>(weight), static_cast<const T*>(bias),
+        static_cast<T*>(launch.outputs.at(0).data), blocks, block_len, channels, spatial, eps_f, eps);
+    check_launch(launch);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+}
+
+// ---- supports ----
+
+// x has the entry's dtype and every present parameter has it too (the op definitions require that already).
+template <DataType kDtype>
+bool supports_float(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.empty() || !has_tensor(layer, 0) || input_dtype(graph, layer, 0) != kDtype) return false;
+  for (std::size_t i = 1; i < layer.inputs.size(); ++i) {
+    if (has_tensor(layer, i) && input_dtype(graph, layer, i) != kDtype) return false;
+  }
+  return output_dtype(graph, layer, 0) == kDtype;
+}
+
+}  // namespace
+
+// The entries of an op for the four float dtypes (f16/bf16 accumulate in f32, f64 in f64).
+// clang-format off
+#define TENSORACLE_NORM_ENTRIES(OP, VARIANT, LAUNCH)                                       \
+  KernelEntry{OP "_f32_" VARIANT, OP, supports_float<DataType::kF32>, LAUNCH, 0},          \
+  KernelEntry{OP "_f16_f32acc_" VARIANT, OP, supports_float<DataType::kF16>, LAUNCH, 0},   \
+  KernelEntry{OP "_bf16_f32acc_" VARIANT, OP, supports_float<DataType::kBF16>, LAUNCH, 0}, \
+  KernelEntry{OP "_f64_" VARIANT, OP, supports_float<DataType::kF64>, LAUNCH, 0}
+// clang-format on
+
+void register_normalization_kernels(std::vector<KernelEntry>& kernels) {
+  const std::vector<KernelEntry> entries = {
+      // last axis: a warp per row up to 1024 elements, else a block per row; other axes: a thread per column, or a
+      // block per 32 columns when there are few
+      TENSORACLE_NORM_ENTRIES("softmax", "rowwise", &launch_softmax<false>),
+      TENSORACLE_NORM_ENTRIES("log_softmax", "rowwise", &launch_softmax<true>),
+      TENSORACLE_NORM_ENTRIES("layer_norm", "rowwise", &launch_last_dims_norm<false>),
+      TENSORACLE_NORM_ENTRIES("rms_norm", "rowwise", &launch_last_dims_norm<true>),
+      TENSORACLE_NORM_ENTRIES("batch_norm", "elementwise", &launch_batch_norm),
+      TENSORACLE_NORM_ENTRIES("group_norm", "block", &launch_grouped_norm<false>),
+      TENSORACLE_NORM_ENTRIES("instance_norm", "block", &launch_grouped_norm<true>),
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+#undef TENSORACLE_NORM_ENTRIES
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,309 @@
+// CUDA kernels of the quantization family: symmetric (zero point 0) quantize to i8 / f8e4m3 and dequantize from them,
+// with an f32 scale per tensor (scalar) or per channel (rank 1, along `axis`). As the CPU reference
+// (src/backends/cpu/kernels/quantization.cpp) everything is computed in f64: quantize rounds x / scale half to even
+// onto the i8 grid (saturating, NaN -> 0) or the e4m3fn grid (saturating at ±448, infinities too; NaN stays NaN);
+// dequantize forms x * scale exactly in f64 and rounds it once through f32 to the output dtype. NaN results carry the
+// sign and payload the reference's x86 arithmetic gives them.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/check.hpp"
+#include "backends/cuda/cuda_step.hpp"
+
+namespace tensoracle::cuda {
+
+void register_quantization_kernels(std::vector<KernelEntry>& kernels);
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65536;  // grid-stride loops cover the rest
+
+const std::string& layer_name(const StepLaunch& launch) {
+  static const std::string kUnnamed = "(unnamed layer)";
+  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
+}
+
+unsigned grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
+}
+
+// ---- rounding onto the quantized grids (host and device, so that they can be checked on the host) ----
+
+// i8: half to even (rint in round-to-nearest), saturated to [-128, 127]; NaN has no integer to go to and becomes 0.
+__host__ __device__ inline std::int8_t quantize_i8(double v) {
+  if (v != v) return 0;
+  const double r = rint(v);
+  return static_cast<std::int8_t>(r < -128.0 ? -128.0 : (r > 127.0 ? 127.0 : r));
+}
+
+// e4m3fn: 3 mantissa bits; the smallest normal binade is 2^-6 and subnormals continue its step of 2^-9. Magnitudes
+// of 448 and beyond (infinities too) saturate to ±448; zeros keep their sign; a NaN becomes 0x7F with the given sign.
+// The double is rounded directly onto the grid (v / step is exact: a power-of-two scaling), and the grid value is
+// then encoded exactly by cuda_fp8.h.
+__host__ __device__ inline std::uint8_t quantize_e4m3(double v, bool nan_negative) {
+  if (v != v) return nan_negative ? 0xFFU : 0x7FU;
+  const double magnitude = fabs(v);
+  double grid = v;
+  if (magnitude >= 448.0) {
+    grid = copysign(448.0, v);
+  } else if (magnitude != 0.0) {
+    int exponent = 0;
+    frexp(magnitude, &exponent);  // magnitude = m * 2^exponent with m in [0.5, 1)
+    const int step_exponent = (exponent - 1 > -6 ? exponent - 1 : -6) - 3;
+    // Rounding up may carry into the next binade, which e4m3 represents exactly, and never past 448.
+    grid = copysign(ldexp(rint(ldexp(magnitude, -step_exponent)), step_exponent), v);
+  }
+  return static_cast<std::uint8_t>(__nv_cvt_double_to_fp8(grid, __NV_SATFINITE, __NV_E4M3));
+}
+
+// e4m3fn bits to float, exactly (finite values through cuda_fp8.h's f16 conversion); a NaN becomes the quiet NaN
+// 0x7FF00000 with its sign, as the CPU reference's widening.
+__host__ __device__ inline float e4m3_to_float(std::uint8_t bits) {
+  if ((bits & 0x7FU) == 0x7FU) {
+    const std::uint32_t nan = ((bits & 0x80U) != 0 ? 0x80000000U : 0U) | 0x7FF00000U;
+    float f = 0.0F;
+    memcpy(&f, &nan, sizeof(f));
+    return f;
+  }
+  const __half_raw raw = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(bits), __NV_E4M3);
+  return __half2float(__half(raw));
+}
+
+// ---- NaN as x86 SSE arithmetic (the reference's) produces it ----
+
+constexpr std::uint64_t kDoubleQuietBit = 0x0008000000000000ULL;
+constexpr std::uint64_t kDefaultNan = 0xFFF8000000000000ULL;  // x86's "real indefinite" (0/0, 0·inf, inf/inf)
+
+__device__ __forceinline__ bool sign_of(float v) { return (__float_as_uint(v) >> 31) != 0; }
+__device__ __forceinline__ bool sign_of(double v) { return __double_as_longlong(v) < 0; }
+__device__ __forceinline__ bool sign_of(__half v) { return (__half_as_ushort(v) >> 15) != 0; }
+__device__ __forceinline__ bool sign_of(__nv_bfloat16 v) { return (__bfloat16_as_ushort(v) >> 15) != 0; }
+
+__device__ __forceinline__ bool is_nan(float v) { return v != v; }
+__device__ __forceinline__ bool is_nan(double v) { return v != v; }
+__device__ __forceinline__ bool is_nan(__half v) { return (__half_as_ushort(v) & 0x7FFFU) > 0x7C00U; }
+__device__ __forceinline__ bool is_nan(__nv_bfloat16 v) { return (__bfloat16_as_ushort(v) & 0x7FFFU) > 0x7F80U; }
+
+// float -> double keeping a NaN's sign and payload (quieted), as cvtss2sd.
+__device__ __forceinline__ double widen_nan(float v) {
+  const std::uint64_t bits = __float_as_uint(v);
+  return __longlong_as_double(static_cast<long long>(((bits >> 31) << 63) | 0x7FF0000000000000ULL | kDoubleQuietBit |
+                                                     ((bits & 0x007FFFFFULL) << 29)));
+}
+
+// double -> float keeping a NaN's sign and the top of its payload (quieted), as cvtsd2ss.
+__device__ __forceinline__ float narrow_nan(double v) {
+  const auto bits = static_cast<std::uint64_t>(__double_as_longlong(v));
+  return __uint_as_float(
+      static_cast<std::uint32_t>(((bits >> 63) << 31) | 0x7FC00000ULL | ((bits >> 29) & 0x007FFFFFULL)));
+}
+
+__device__ __forceinline__ double to_double(float v) { return static_cast<double>(v); }
+__device__ __forceinline__ double to_double(double v) { return v; }
+__device__ __forceinline__ double to_double(__half v) { return static_cast<double>(__half2float(v)); }
+__device__ __forceinline__ double to_double(__nv_bfloat16 v) { return static_cast<double>(__bfloat162float(v)); }
+
+// Stores a double as the reference's from_f64: f64 as is; otherwise rounded to f32 (NaN as cvtsd2ss), then f16
+// (NaN -> 0x7E00 with its sign) or bf16 (NaN -> 0x7FC0), rounding to nearest even, overflow to infinity.
+__device__ __forceinline__ void store_double(double* p, std::int64_t i, double v) { p[i] = v; }
+__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) {
+  p[i] = v != v ? narrow_nan(v) : __double2float_rn(v);
+}
+__device__ __forceinline__ void store_double(__half* p, std::int64_t i, double v) {
+  if (v != v) {
+    p[i] = __ushort_as_half(static_cast<unsigned short>(sign_of(v) ? 0xFE00U : 0x7E00U));
+  } else {
+    p[i] = __float2half_rn(__double2float_rn(v));
+  }
+}
+__device__ __forceinline__ void store_double(__nv_bfloat16* p, std::int64_t i, double v) {
+  if (v != v) {
+    p[i] = __ushort_as_bfloat16(static_cast<unsigned short>(0x7FC0U));
+  } else {
+    p[i] = __float2bfloat16_rn(__double2float_rn(v));
+  }
+}
+
+// ---- kernels ----
+
+// Which scale applies to element i: scale[0] per tensor (channels == 1), else its index along the axis.
+struct ChannelMap {
+  std::int64_t inner = 1;     // elements per step along the axis
+  std::int64_t channels = 1;  // scale values
+};
+
+__device__ __forceinline__ std::int64_t channel_of(const ChannelMap& m, std::int64_t i) {
+  return m.channels == 1 ? 0 : (i / m.inner) % m.channels;
+}
+
+template <typename TIn, bool kE4M3>
+__global__ void quantize_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
+                                std::int64_t count, ChannelMap map) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const TIn xv = x[i];
+    const float s = scale[channel_of(map, i)];
+    const double q = to_double(xv) / static_cast<double>(s);
+    if constexpr (kE4M3) {
+      // A NaN quotient is x's NaN, else the scale's, else x86's default NaN (negative).
+      const bool nan_negative = is_nan(xv) ? sign_of(xv) : (s != s ? sign_of(s) : true);
+      static_cast<std::uint8_t*>(y)[i] = quantize_e4m3(q, nan_negative);
+    } else {
+      static_cast<std::int8_t*>(y)[i] = quantize_i8(q);
+    }
+  }
+}
+
+template <bool kE4M3, typename TOut>
+__global__ void dequantize_kernel(const void* __restrict__ x, const float* __restrict__ scale, TOut* __restrict__ y,
+                                  std::int64_t count, ChannelMap map) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float s = scale[channel_of(map, i)];
+    float xv = 0.0F;
+    if constexpr (kE4M3) {
+      xv = e4m3_to_float(static_cast<const std::uint8_t*>(x)[i]);
+    } else {
+      xv = static_cast<float>(static_cast<const std::int8_t*>(x)[i]);
+    }
+    // Exact in f64: at most 4 (e4m3) or 8 (i8) significant bits times 24.
+    double r = static_cast<double>(xv) * static_cast<double>(s);
+    if (r != r)
+      r = xv != xv ? widen_nan(xv)
+                   : (s != s ? widen_nan(s) : __longlong_as_double(static_cast<long long>(kDefaultNan)));
+    store_double(y, i, r);
+  }
+}
+
+// Calls f(T{}) with the storage type of a float dtype; false for other dtypes.
+template <typename F>
+bool dispatch_float(DataType dtype, F&& f) {
+  switch (dtype) {
+    case DataType::kF32: f(float{}); return true;
+    case DataType::kF16: f(__half{}); return true;
+    case DataType::kBF16: f(__nv_bfloat16{}); return true;
+    case DataType::kF64: f(double{}); return true;
+    default: return false;
+  }
+}
+
+ChannelMap channel_map(const StepLaunch& launch) {
+  const Dims& x = launch.inputs.at(0).shape;
+  const Dims& scale = launch.inputs.at(1).shape;
+  ChannelMap map;
+  if (scale.rank() == 0) return map;
+  std::int64_t axis = launch.attrs->get_int("axis", 0);
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) launch.attrs->fail("attribute 'axis' is out of range for x");
+  const int a = static_cast<int>(axis);
+  map.channels = x[a];
+  for (int i = a + 1; i < x.rank(); ++i) map.inner *= x[i];
+  if (scale[0] != map.channels) launch.attrs->fail("the per-channel scale must have one value per channel of x");
+  if (map.inner == 0) map.channels = 1;  // x is empty; never indexed
+  return map;
+}
+
+std::int64_t element_count(const Dims& shape) {
+  std::int64_t v = 1;
+  for (std::int64_t d : shape) v *= d;
+  return v;
+}
+
+void launch_quantize(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t count = element_count(x.shape);
+  if (count == 0) return;
+  const ChannelMap map = channel_map(launch);
+  const auto* scale = static_cast<const float*>(launch.inputs.at(1).data);
+  const bool e4m3 = out.dtype == DataType::kF8E4M3;
+  if (!e4m3 && out.dtype != DataType::kI8) launch.attrs->fail("unsupported output dtype for the CUDA quantize kernel");
+  const bool handled = dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = static_cast<const T*>(x.data);
+    if (e4m3) {
+      quantize_kernel<T, true><<<grid_for(count), kThreads, 0, launch.stream>>>(xp, scale, out.data, count, map);
+    } else {
+      quantize_kernel<T, false><<<grid_for(count), kThreads, 0, launch.stream>>>(xp, scale, out.data, count, map);
+    }
+  });
+  if (!handled) launch.attrs->fail("unsupported input dtype for the CUDA quantize kernel");
+  TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch));
+}
+
+void launch_dequantize(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& out = launch.outputs.at(0);
+  const std::int64_t count = element_count(x.shape);
+  if (count == 0) return;
+  const ChannelMap map = channel_map(launch);
+  const auto* scale = static_cast<const float*>(launch.inputs.at(1).data);
+  const bool e4m3 = x.dtype == DataType::kF8E4M3;
+  if (!e4m3 && x.dtype != DataType::kI8) launch.attrs->fail("unsupported input dtype for the CUDA dequantize kernel");
+  const bool handled = dispatch_float(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* yp = static_cast<T*>(out.data);
+    if (e4m3) {
+      dequantize_kernel<true, T><<<grid_for(count), kThreads, 0, launch.stream>>>(x.data, scale, yp, count, map);
+    } else {
+      dequantize_kernel<false, T><<<grid_for(count), kThreads, 0, launch.stream>>>(x.data, scale, yp, count, map);
+    }
+  });
+  if (!handled) launch.attrs->fail("unsupported output dtype for the CUDA dequantize kernel");
+  TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch));
+}
+
+// ---- supports ----
+
+bool present(const graph::Layer& layer, std::size_t i) { return i < layer.inputs.size() && layer.inputs[i] >= 0; }
+
+// x has kIn, the scale f32 (a scalar or rank 1), the output kOut.
+template <DataType kIn, DataType kOut>
+bool supports_scaled(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (!present(layer, 0) || !present(layer, 1) || layer.outputs.size() != 1) return false;
+  const auto& scale = graph.tensor(layer.inputs[1]);
+  return graph.tensor(layer.inputs[0]).dtype == kIn && scale.dtype == DataType::kF32 && scale.shape.size() <= 1 &&
+         graph.tensor(layer.outputs[0]).dtype == kOut;
+}
+
+}  // namespace
+
+void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
+  constexpr DataType kF32 = DataType::kF32, kF16 = DataType::kF16, kBF16 = DataType::kBF16, kF64 = DataType::kF64;
+  constexpr DataType kI8 = DataType::kI8, kE4M3 = DataType::kF8E4M3;
+  const std::vector<KernelEntry> entries = {
+      // x / scale in f64, rounded half to even onto the grid, saturating
+      {"quantize_f32_i8_f64math_elementwise", "quantize", supports_scaled<kF32, kI8>, launch_quantize, 0},
+      {"quantize_f16_i8_f64math_elementwise", "quantize", supports_scaled<kF16, kI8>, launch_quantize, 0},
+      {"quantize_bf16_i8_f64math_elementwise", "quantize", supports_scaled<kBF16, kI8>, launch_quantize, 0},
+      {"quantize_f64_i8_f64math_elementwise", "quantize", supports_scaled<kF64, kI8>, launch_quantize, 0},
+      {"quantize_f32_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kF32, kE4M3>, launch_quantize, 0},
+      {"quantize_f16_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kF16, kE4M3>, launch_quantize, 0},
+      {"quantize_bf16_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kBF16, kE4M3>, launch_quantize, 0},
+      {"quantize_f64_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kF64, kE4M3>, launch_quantize, 0},
+      // x * scale exactly in f64, rounded once (through f32) to the output dtype
+      {"dequantize_i8_f32_f64math_elementwise", "dequantize", supports_scaled<kI8, kF32>, launch_dequantize, 0},
+      {"dequantize_i8_f16_f64math_elementwise", "dequantize", supports_scaled<kI8, kF16>, launch_dequantize, 0},
+      {"dequantize_i8_bf16_f64math_elementwise", "dequantize", supports_scaled<kI8, kBF16>, launch_dequantize, 0},
+      {"dequantize_i8_f64_f64math_elementwise", "dequantize", supports_scaled<kI8, kF64>, launch_dequantize, 0},
+      {"dequantize_f8e4m3_f32_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kF32>, launch_dequantize, 0},
+      {"dequantize_f8e4m3_f16_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kF16>, launch_dequantize, 0},
+      {"dequantize_f8e4m3_bf16_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kBF16>, launch_dequantize, 0},
+      {"dequantize_f8e4m3_f64_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kF64>, launch_dequantize, 0},
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,844 @@
+// CUDA kernels of the transformer family: attention (a tensor-core flash kernel for f16/bf16, a warp-per-query-row
+// kernel for every float dtype) and rotary_embedding, with the semantics of the CPU reference
+// (src/backends/cpu/kernels/transformer.cpp):
+// - attention: softmax(q·kᵀ·scale + mask)·v per (batch, head, query row); scale defaults to 1/sqrt(D); query head h
+//   reads kv head h / (Hq / Hkv); a bool mask (true = attend) or an additive mask of q's dtype broadcasts to
+//   [B, Hq, Sq, Skv]; causal masks j > i (top-left aligned). A row whose scores are all -inf, or hold +inf or NaN,
+//   gives NaN; Skv = 0 gives zeros. Masked positions still contribute 0·v (so an inf/NaN in v poisons the row, as in
+//   the reference). Scores, the online softmax and the accumulation are f32 (f64 for f64), rounded once at the end.
+// - rotary_embedding: θᵢ = (s + position_offset)·base^(-2i/rotary_dim), pairs (i, i + rotary_dim/2) or (2i, 2i+1);
+//   the angle, its sine and cosine and the rotation are computed in f64 and rounded once (through f32 for f16/bf16,
+//   as the reference's from_f64).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/check.hpp"
+#include "backends/cuda/cuda_step.hpp"
+
+namespace tensoracle::cuda {
+
+void register_transformer_kernels(std::vector<KernelEntry>& kernels);
+
+namespace {
+
+// ---- storage types and conversions ----
+
+// f16 and bf16 as raw bits; every conversion goes through the helpers below.
+struct F16Bits {
+  std::uint16_t bits;
+};
+struct BF16Bits {
+  std::uint16_t bits;
+};
+
+template <typename T>
+struct ComputeOf {
+  using type = float;
+};
+template <>
+struct ComputeOf<double> {
+  using type = double;
+};
+template <typename T>
+using Compute = typename ComputeOf<T>::type;
+
+// f16 -> f32; a NaN keeps its sign and payload as in the reference (the hardware conversion drops them).
+__device__ __forceinline__ float to_f32(F16Bits v) {
+  const unsigned nan_bits =
+      (static_cast<unsigned>(v.bits & 0x8000U) << 16) | 0x7FC00000U | (static_cast<unsigned>(v.bits & 0x03FFU) << 13);
+  const float f = __half2float(__ushort_as_half(v.bits));
+  return (v.bits & 0x7FFFU) > 0x7C00U ? __uint_as_float(nan_bits) : f;
+}
+__device__ __forceinline__ float to_f32(BF16Bits v) { return __uint_as_float(static_cast<unsigned>(v.bits) << 16); }
+
+__device__ __forceinline__ float load_value(const float* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ double load_value(const double* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_value(const F16Bits* p, std::int64_t i) { return to_f32(p[i]); }
+__device__ __forceinline__ float load_value(const BF16Bits* p, std::int64_t i) { return to_f32(p[i]); }
+
+// f32 -> f16/bf16 bits, round to nearest even; NaN as the CPU reference writes it (f16: 0x7E00 with the sign, bf16:
+// 0x7FC0).
+__device__ __forceinline__ std::uint16_t f16_bits(float v) {
+  if (isnan(v)) return static_cast<std::uint16_t>((__float_as_uint(v) >> 16 & 0x8000U) | 0x7E00U);
+  return __half_as_ushort(__float2half_rn(v));
+}
+__device__ __forceinline__ std::uint16_t bf16_bits(float v) {
+  if (isnan(v)) return 0x7FC0U;
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+__device__ __forceinline__ void store_value(float* p, std::int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_value(double* p, std::int64_t i, double v) { p[i] = v; }
+__device__ __forceinline__ void store_value(F16Bits* p, std::int64_t i, float v) { p[i].bits = f16_bits(v); }
+__device__ __forceinline__ void store_value(BF16Bits* p, std::int64_t i, float v) { p[i].bits = bf16_bits(v); }
+
+// A double rounded as the reference's from_f64 (f16/bf16 through f32).
+__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) { p[i] = __double2float_rn(v); }
+__device__ __forceinline__ void store_double(double* p, std::int64_t i, double v) { p[i] = v; }
+__device__ __forceinline__ void store_double(F16Bits* p, std::int64_t i, double v) {
+  p[i].bits = f16_bits(__double2float_rn(v));
+}
+__device__ __forceinline__ void store_double(BF16Bits* p, std::int64_t i, double v) {
+  p[i].bits = bf16_bits(__double2float_rn(v));
+}
+
+template <typename C>
+__device__ __forceinline__ C exp_c(C v) {
+  if constexpr (std::is_same_v<C, double>) {
+    return exp(v);
+  } else {
+    return expf(v);
+  }
+}
+
+// max that ignores a NaN operand, as std::max(row_max, s) does in the reference (NaN scores reach the sum instead).
+template <typename C>
+__device__ __forceinline__ C max_c(C a, C b) {
+  if constexpr (std::is_same_v<C, double>) {
+    return fmax(a, b);
+  } else {
+    return fmaxf(a, b);
+  }
+}
+
+template <typename C>
+__device__ __forceinline__ C infinity_c() {
+  if constexpr (std::is_same_v<C, double>) {
+    return __longlong_as_double(0x7FF0000000000000LL);
+  } else {
+    return __int_as_float(0x7F800000);
+  }
+}
+
+// The NaN an invalid operation gives on x86 (sign set), which is what the reference's NaN rows hold.
+template <typename C>
+__device__ __forceinline__ C nan_c() {
+  if constexpr (std::is_same_v<C, double>) {
+    return __longlong_as_double(static_cast<long long>(0xFFF8000000000000ULL));  // NOLINT(runtime/int)
+  } else {
+    return __uint_as_float(0xFFC00000U);
+  }
+}
+
+const std::string& layer_name(const StepLaunch& launch) {
+  static const std::string kUnnamed = "(unnamed layer)";
+  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
+}
+
+void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch)); }
+
+// ---- attention ----
+
+enum MaskKind : int { kNoMask = 0, kBoolMask = 1, kAdditiveMask = 2 };
+
+struct AttentionParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* mask;
+  void* out;
+  std::int64_t batch, hq, hkv, sq, skv, d, dv, group;
+  std::int64_t mask_stride[4];  // element strides of the mask for b, h, i, j (0 where broadcast)
+  float scale_f;
+  double scale_d;
+  int mask_kind;
+  bool causal;
+};
+
+// The score after scale, mask and causal masking, as the reference composes it.
+template <typename T, typename C>
+__device__ __forceinline__ C masked_score(const AttentionParams& p, C dot, C scale, std::int64_t b, std::int64_t h,
+                                          std::int64_t i, std::int64_t j) {
+  C s = dot * scale;
+  if (p.mask_kind != kNoMask) {
+    const std::int64_t m = b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2] + j * p.mask_stride[3];
+    if (p.mask_kind == kBoolMask) {
+      if (static_cast<const std::uint8_t*>(p.mask)[m] == 0) s = -infinity_c<C>();
+    } else {
+      s += static_cast<C>(load_value(static_cast<const T*>(p.mask), m));
+    }
+  }
+  if (p.causal && j > i) s = -infinity_c<C>();
+  return s;
+}
+
+template <typename C>
+__device__ __forceinline__ C shfl_xor(C v, int mask) {
+  return __shfl_xor_sync(0xFFFFFFFFU, v, mask);
+}
+
+// ---- attention, warp per query row (every float dtype, any head dims) ----
+// Keys go in chunks of 32: the lanes split the head dim to compute 32 dot products with coalesced loads of k, a
+// transpose-reduce leaves lane l with the score of key j0 + l, the online softmax updates the running max, and the
+// lanes (now splitting the value columns) accumulate p·v. Value columns beyond 32·kColsPerLane take further passes
+// (the scores are recomputed).
+
+constexpr int kRowWarps = 4;
+
+// One step of the transpose-reduce: the lanes with bit kOff set keep the upper kOff partial sums, the others the lower
+// ones, and each adds its partner's copy of the half it keeps.
+template <int kOff, typename C>
+__device__ __forceinline__ void transpose_step(C (&part)[32], int lane) {
+  const bool upper = (lane & kOff) != 0;
+#pragma unroll
+  for (int kk = 0; kk < kOff; ++kk) {
+    const C send = upper ? part[kk] : part[kk + kOff];
+    const C keep = upper ? part[kk + kOff] : part[kk];
+    part[kk] = keep + shfl_xor(send, kOff);
+  }
+}
+
+template <typename T, int kColsPerLane>
+__global__ void __launch_bounds__(kRowWarps * 32) attention_rowwise_kernel(AttentionParams p) {
+  using C = Compute<T>;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  T* out = static_cast<T*>(p.out);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const std::int64_t rows = p.batch * p.hq * p.sq;
+  const C scale = std::is_same_v<C, double> ? static_cast<C>(p.scale_d) : static_cast<C>(p.scale_f);
+  const std::int64_t warp_stride = static_cast<std::int64_t>(gridDim.x) * kRowWarps;
+  for (std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowWarps) + (threadIdx.x >> 5); row < rows;
+       row += warp_stride) {
+    const std::int64_t i = row % p.sq;
+    const std::int64_t bh = row / p.sq;
+    const std::int64_t h = bh % p.hq;
+    const std::int64_t b = bh / p.hq;
+    const std::int64_t kh = h / p.group;
+    const T* qr = q + row * p.d;
+    const T* kb = k + (b * p.hkv + kh) * p.skv * p.d;
+    const T* vb = v + (b * p.hkv + kh) * p.skv * p.dv;
+    T* orow = out + row * p.dv;
+    for (std::int64_t c0 = 0; c0 < p.dv; c0 += 32 * kColsPerLane) {
+      C m = -infinity_c<C>();
+      C l = 0;  // this lane's share of the softmax denominator
+      C acc[kColsPerLane];
+#pragma unroll
+      for (int t = 0; t < kColsPerLane; ++t) acc[t] = 0;
+      for (std::int64_t j0 = 0; j0 < p.skv; j0 += 32) {
+        const int valid = p.skv - j0 < 32 ? static_cast<int>(p.skv - j0) : 32;
+        C part[32];
+#pragma unroll
+        for (int kk = 0; kk < 32; ++kk) part[kk] = 0;
+        for (std::int64_t c = lane; c < p.d; c += 32) {
+          const C qc = load_value(qr, c);
+          const T* kc = kb + j0 * p.d + c;
+#pragma unroll
+          for (int kk = 0; kk < 32; ++kk) {
+            if (kk < valid) part[kk] += qc * static_cast<C>(load_value(kc, kk * p.d));
+          }
+        }
+        // Transpose-reduce: afterwards part[0] of lane l is the full dot product of key j0 + l.
+        transpose_step<16>(part, lane);
+        transpose_step<8>(part, lane);
+        transpose_step<4>(part, lane);
+        transpose_step<2>(part, lane);
+        transpose_step<1>(part, lane);
+        const std::int64_t j = j0 + lane;
+        const C s = lane < valid ? masked_score<T, C>(p, part[0], scale, b, h, i, j) : -infinity_c<C>();
+        C chunk_max = s;
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1) chunk_max = max_c(chunk_max, shfl_xor(chunk_max, off));
+        const C m_new = max_c(m, chunk_max);
+        // While every score so far is -inf, subtract 0 so that masked scores give exactly 0 (not exp(NaN)).
+        const C m_use = m_new == -infinity_c<C>() ? C(0) : m_new;
+        const C alpha = exp_c(m - m_use);
+        const C pj = lane < valid ? exp_c(s - m_use) : C(0);
+        l = l * alpha + pj;
+#pragma unroll
+        for (int t = 0; t < kColsPerLane; ++t) acc[t] *= alpha;
+        for (int kk = 0; kk < valid; ++kk) {
+          const C pk = __shfl_sync(0xFFFFFFFFU, pj, kk);
+          const T* vr = vb + (j0 + kk) * p.dv;
+#pragma unroll
+          for (int t = 0; t < kColsPerLane; ++t) {
+            const std::int64_t c = c0 + lane + 32 * t;
+            if (c < p.dv) acc[t] += pk * static_cast<C>(load_value(vr, c));
+          }
+        }
+        m = m_new;
+      }
+#pragma unroll
+      for (int off = 16; off >= 1; off >>= 1) l += shfl_xor(l, off);
+#pragma unroll
+      for (int t = 0; t < kColsPerLane; ++t) {
+        const std::int64_t c = c0 + lane + 32 * t;
+        if (c >= p.dv) continue;
+        C r = 0;
+        if (p.skv > 0) r = m == -infinity_c<C>() ? nan_c<C>() : acc[t] / l;
+        store_value(orow, c, r);
+      }
+    }
+  }
+}
+
+template <typename T>
+void run_attention_rowwise(const StepLaunch& launch, const AttentionParams& p) {
+  const std::int64_t rows = p.batch * p.hq * p.sq;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((rows + kRowWarps - 1) / kRowWarps, 1 << 20));
+  const dim3 threads(kRowWarps * 32);
+  if (p.dv <= 32) {
+    attention_rowwise_kernel<T, 1><<<blocks, threads, 0, launch.stream>>>(p);
+  } else if (p.dv <= 64) {
+    attention_rowwise_kernel<T, 2><<<blocks, threads, 0, launch.stream>>>(p);
+  } else if (p.dv <= 128) {
+    attention_rowwise_kernel<T, 4><<<blocks, threads, 0, launch.stream>>>(p);
+  } else {
+    attention_rowwise_kernel<T, 8><<<blocks, threads, 0, launch.stream>>>(p);
+  }
+  check_launch(launch);
+}
+
+// ---- attention, flash (f16/bf16 tensor cores) ----
+// One block of 4 warps per (batch, head, 64-query tile); each warp owns 16 query rows. K and V tiles of 64 keys are
+// loaded with cp.async into XOR-swizzled shared memory (V's load overlaps q·kᵀ), S = q·kᵀ and O += P·V use
+// mma.sync m16n8k16 with f32 accumulation, and the softmax is online in f32 (P is rounded to q's dtype for the second
+// product, as flash attention does). Head dims are padded with zeros to kHeadDim (64 or 128). With causal masking the
+// key tiles past the tile's last query are skipped; since the reference still adds 0·v for those keys, their v
+// columns are scanned for inf/NaN, which turn the column into NaN as in the reference.
+
+constexpr int kFlashRows = 64;  // queries per block
+constexpr int kFlashKeys = 64;  // keys per tile
+constexpr int kFlashWarps = 4;
+constexpr int kFlashThreads = kFlashWarps * 32;
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p)));
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as a packed pair of q's dtype (lo in the low half), rounded to nearest even.
+template <bool kBf16>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+}
+
+// Element (row, col) of a tile with kHeadDim columns of 16-bit values, 16-byte chunks XOR-swizzled by row.
+template <int kHeadDim>
+__device__ __forceinline__ int swizzle(int row, int col) {
+  return row * kHeadDim + ((((col >> 3) ^ row) & 7) | ((col >> 3) & ~7)) * 8 + (col & 7);
+}
+
+// Loads rows [r0, r0 + 64) x cols [0, kHeadDim) of a [rows, width] matrix into a swizzled tile (zeros outside).
+template <int kHeadDim>
+__device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* src, std::int64_t r0,
+                                                std::int64_t rows, std::int64_t width) {
+  constexpr int kChunksPerRow = kHeadDim / 8;
+  constexpr int kChunks = kFlashKeys * kChunksPerRow;
+  for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += kFlashThreads) {
+    const int row = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 8;
+    const bool valid = r0 + row < rows && col < width;
+    const std::uint16_t* g = valid ? src + (r0 + row) * width + col : src;
+    cp_async16(tile + swizzle<kHeadDim>(row, col), g, valid);
+  }
+}
+
+template <bool kBf16, int kHeadDim>
+__global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(AttentionParams p) {
+  using T = std::conditional_t<kBf16, BF16Bits, F16Bits>;
+  __shared__ __align__(128) std::uint16_t k_tile[kFlashKeys * kHeadDim];
+  __shared__ __align__(128) std::uint16_t v_tile[kFlashKeys * kHeadDim];
+  __shared__ int poisoned[kHeadDim];
+
+  const std::uint16_t* q = static_cast<const std::uint16_t*>(p.q);
+  const std::uint16_t* k = static_cast<const std::uint16_t*>(p.k);
+  const std::uint16_t* v = static_cast<const std::uint16_t*>(p.v);
+  T* out = static_cast<T*>(p.out);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  const int g = lane >> 2;  // row within the warp's 8-row halves
+  const int qd = lane & 3;  // column pair within an 8-column fragment
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kScoreTiles = kFlashKeys / 8;
+  constexpr int kOutTiles = kHeadDim / 8;
+  const float scale = p.scale_f;
+  const float neg_inf = -infinity_c<float>();
+
+  const std::int64_t q_tiles = (p.sq + kFlashRows - 1) / kFlashRows;
+  const std::int64_t heads = p.batch * p.hq;
+  const std::int64_t kv_tiles = (p.skv + kFlashKeys - 1) / kFlashKeys;
+  // The longest (latest) query tiles go first.
+  for (std::int64_t work = blockIdx.x; work < q_tiles * heads; work += gridDim.x) {
+    const std::int64_t qt = q_tiles - 1 - work / heads;
+    const std::int64_t bh = work % heads;
+    const std::int64_t b = bh / p.hq;
+    const std::int64_t h = bh % p.hq;
+    const std::int64_t kh = h / p.group;
+    const std::int64_t q0 = qt * kFlashRows;
+    const std::uint16_t* qb = q + bh * p.sq * p.d;
+    const std::uint16_t* kb = k + (b * p.hkv + kh) * p.skv * p.d;
+    const std::uint16_t* vb = v + (b * p.hkv + kh) * p.skv * p.dv;
+
+    // Causal: tiles past the last query of this tile are masked for every row.
+    std::int64_t tiles = kv_tiles;
+    if (p.causal) tiles = min(kv_tiles, (min(q0 + kFlashRows, p.sq) - 1) / kFlashKeys + 1);
+
+    // Q tile -> registers (through k_tile).
+    load_tile_async<kHeadDim>(k_tile, qb, q0, p.sq, p.d);
+    cp_async_commit();
+    for (int c = tid; c < kHeadDim; c += kFlashThreads) poisoned[c] = 0;
+    cp_async_wait<0>();
+    __syncthreads();
+    unsigned qf[kSteps][4];
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      ldmatrix_x4(qf[ks], k_tile + swizzle<kHeadDim>(warp * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
+    }
+    __syncthreads();
+
+    float o[kOutTiles][4];
+#pragma unroll
+    for (int t = 0; t < kOutTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+    float m[2] = {neg_inf, neg_inf};
+    float l[2] = {0.0f, 0.0f};
+    const std::int64_t row0 = q0 + warp * 16 + g;  // this thread's rows: row0 and row0 + 8
+
+    // Pipeline: K(t+1) loads during the softmax and P·V of tile t, V(t+1) during q·kᵀ of tile t+1.
+    if (tiles > 0) {
+      load_tile_async<kHeadDim>(k_tile, kb, 0, p.skv, p.d);
+      cp_async_commit();
+      load_tile_async<kHeadDim>(v_tile, vb, 0, p.skv, p.dv);
+      cp_async_commit();
+    }
+    for (std::int64_t kt = 0; kt < tiles; ++kt) {
+      const std::int64_t k0 = kt * kFlashKeys;
+      const bool has_next = kt + 1 < tiles;
+      cp_async_wait<1>();  // K(t) has landed; V(t) may be in flight
+      __syncthreads();
+
+      float s[kScoreTiles][4];
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        if (ks * 16 >= p.d) break;
+#pragma unroll
+        for (int np = 0; np < kScoreTiles / 2; ++np) {
+          unsigned kf[4];
+          ldmatrix_x4(
+              kf, k_tile + swizzle<kHeadDim>(np * 16 + (lane & 7) + (lane >> 4) * 8, ks * 16 + ((lane >> 3) & 1) * 8));
+          mma_16816<kBf16>(s[2 * np], qf[ks], kf[0], kf[1]);
+          mma_16816<kBf16>(s[2 * np + 1], qf[ks], kf[2], kf[3]);
+        }
+      }
+      __syncthreads();  // every warp is done with K(t)
+      if (has_next) {
+        load_tile_async<kHeadDim>(k_tile, kb, k0 + kFlashKeys, p.skv, p.d);
+        cp_async_commit();
+      }
+
+      // Scale, mask, online softmax. Key jj of the tile exists while jj < kv_valid; causal masking hides
+      // jj > row - k0.
+      const int kv_valid = static_cast<int>(min(static_cast<std::int64_t>(kFlashKeys), p.skv - k0));
+      int causal_limit[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const std::int64_t lim = p.causal ? row0 + 8 * r - k0 : kFlashKeys;
+        causal_limit[r] = static_cast<int>(max(static_cast<std::int64_t>(-1), min(lim, std::int64_t{kFlashKeys})));
+      }
+      float row_max[2] = {neg_inf, neg_inf};
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int jj = t * 8 + qd * 2 + (e & 1);
+          float val = neg_inf;
+          if (p.mask_kind == kNoMask) {
+            if (jj < kv_valid && jj <= causal_limit[e >> 1]) val = s[t][e] * scale;
+          } else if (jj < kv_valid) {
+            const std::int64_t i = row0 + (e >= 2 ? 8 : 0);
+            val = i < p.sq ? masked_score<T, float>(p, s[t][e], scale, b, h, i, k0 + jj) : s[t][e] * scale;
+          }
+          s[t][e] = val;
+          row_max[e >> 1] = fmaxf(row_max[e >> 1], val);
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xFFFFFFFFU, row_max[r], 1));
+        row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xFFFFFFFFU, row_max[r], 2));
+        const float m_new = fmaxf(m[r], row_max[r]);
+        const float m_use = m_new == neg_inf ? 0.0f : m_new;
+        alpha[r] = __expf(m[r] - m_use);  // P is rounded to 16 bits: the fast exp is ample
+        m[r] = m_new;
+        l[r] *= alpha[r];
+        row_max[r] = m_use;  // reused below as the subtrahend
+      }
+      unsigned pf[kFlashKeys / 16][4];
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pe = __expf(s[t][e] - row_max[e >> 1]);
+          s[t][e] = pe;
+          l[e >> 1] += pe;
+        }
+        pf[t / 2][(t & 1) * 2 + 0] = pack2<kBf16>(s[t][0], s[t][1]);
+        pf[t / 2][(t & 1) * 2 + 1] = pack2<kBf16>(s[t][2], s[t][3]);
+      }
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+        o[t][0] *= alpha[0];
+        o[t][1] *= alpha[0];
+        o[t][2] *= alpha[1];
+        o[t][3] *= alpha[1];
+      }
+
+      if (has_next) {
+        cp_async_wait<1>();  // V(t) has landed; K(t+1) may be in flight
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+#pragma unroll
+      for (int ks = 0; ks < kFlashKeys / 16; ++ks) {
+#pragma unroll
+        for (int np = 0; np < kOutTiles / 2; ++np) {
+          if (np * 16 >= p.dv) break;
+          unsigned vf[4];
+          ldmatrix_x4_trans(vf, v_tile + swizzle<kHeadDim>(ks * 16 + (lane & 15), np * 16 + (lane >> 4) * 8));
+          mma_16816<kBf16>(o[2 * np], pf[ks], vf[0], vf[1]);
+          mma_16816<kBf16>(o[2 * np + 1], pf[ks], vf[2], vf[3]);
+        }
+      }
+      __syncthreads();  // every warp is done with V(t)
+      if (has_next) {
+        load_tile_async<kHeadDim>(v_tile, vb, k0 + kFlashKeys, p.skv, p.dv);
+        cp_async_commit();
+      }
+    }
+
+    // Keys skipped by causal masking: 0·v is NaN where v is inf or NaN.
+    const std::int64_t skipped_from = tiles * kFlashKeys;
+    if (skipped_from < p.skv) {
+      const std::int64_t chunks_per_row = p.dv / 8;
+      const std::int64_t total = (p.skv - skipped_from) * chunks_per_row;
+      for (std::int64_t c = tid; c < total; c += kFlashThreads) {
+        const std::int64_t row = skipped_from + c / chunks_per_row;
+        const int col = static_cast<int>(c % chunks_per_row) * 8;
+        const uint4 w = *reinterpret_cast<const uint4*>(vb + row * p.dv + col);
+        const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const unsigned exp_mask = kBf16 ? 0x7F80U : 0x7C00U;
+          if ((words[e] & exp_mask) == exp_mask) atomicOr(&poisoned[col + 2 * e], 1);
+          if (((words[e] >> 16) & exp_mask) == exp_mask) atomicOr(&poisoned[col + 2 * e + 1], 1);
+        }
+      }
+    }
+    __syncthreads();
+
+    // Normalize and store.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(0xFFFFFFFFU, l[r], 1);
+      l[r] += __shfl_xor_sync(0xFFFFFFFFU, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const std::int64_t i = row0 + r * 8;
+      if (i >= p.sq) continue;
+      T* orow = out + (bh * p.sq + i) * p.dv;
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+        const int c = t * 8 + qd * 2;
+        if (c >= p.dv) break;
+        float r0 = 0.0f, r1 = 0.0f;
+        if (p.skv > 0) {
+          if (m[r] == neg_inf) {
+            r0 = r1 = nan_c<float>();
+          } else {
+            r0 = o[t][2 * r] / l[r];
+            r1 = o[t][2 * r + 1] / l[r];
+          }
+          if (poisoned[c] != 0) r0 = nan_c<float>();
+          if (poisoned[c + 1] != 0) r1 = nan_c<float>();
+        }
+        const unsigned packed = kBf16 ? (static_cast<unsigned>(bf16_bits(r1)) << 16) | bf16_bits(r0)
+                                      : (static_cast<unsigned>(f16_bits(r1)) << 16) | f16_bits(r0);
+        *reinterpret_cast<unsigned*>(orow + c) = packed;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <bool kBf16>
+void run_attention_flash(const StepLaunch& launch, const AttentionParams& p) {
+  const std::int64_t work = (p.sq + kFlashRows - 1) / kFlashRows * p.batch * p.hq;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(work, 1 << 30));
+  if (std::max(p.d, p.dv) <= 64) {
+    attention_flash_kernel<kBf16, 64><<<blocks, kFlashThreads, 0, launch.stream>>>(p);
+  } else {
+    attention_flash_kernel<kBf16, 128><<<blocks, kFlashThreads, 0, launch.stream>>>(p);
+  }
+  check_launch(launch);
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+// The flash kernel's shape and alignment conditions (else the row kernel runs).
+bool flash_fits(const AttentionParams& p) {
+  return p.d > 0 && p.dv > 0 && p.d <= 128 && p.dv <= 128 && p.d % 8 == 0 && p.dv % 8 == 0 && aligned16(p.q) &&
+         aligned16(p.k) && aligned16(p.v) && aligned16(p.out);
+}
+
+// Fills the params from the launch; false when the output is empty (nothing to do).
+bool attention_params(const StepLaunch& launch, AttentionParams& p) {
+  const DeviceTensor& q = launch.inputs.at(0);
+  const DeviceTensor& k = launch.inputs.at(1);
+  const DeviceTensor& v = launch.inputs.at(2);
+  const DeviceTensor& out = launch.outputs.at(0);
+  if (q.shape.rank() != 4 || k.shape.rank() != 4 || v.shape.rank() != 4) launch.attrs->fail("attention takes rank 4");
+  p = AttentionParams{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.out = out.data;
+  p.batch = q.shape[0];
+  p.hq = q.shape[1];
+  p.sq = q.shape[2];
+  p.d = q.shape[3];
+  p.hkv = k.shape[1];
+  p.skv = k.shape[2];
+  p.dv = v.shape[3];
+  if (p.batch * p.hq * p.sq * p.dv == 0) return false;
+  if (p.hkv <= 0 || p.hq % p.hkv != 0) launch.attrs->fail("q's heads must be a multiple of k's heads");
+  p.group = p.hq / p.hkv;
+  p.causal = launch.attrs->get_bool("causal", false);
+  p.scale_d = launch.attrs->has("scale") ? launch.attrs->get_float("scale") : 1.0 / std::sqrt(static_cast<double>(p.d));
+  p.scale_f = static_cast<float>(p.scale_d);
+  p.mask_kind = kNoMask;
+  if (launch.inputs.size() > 3 && launch.inputs[3].data != nullptr) {
+    const DeviceTensor& mask = launch.inputs[3];
+    const int mrank = mask.shape.rank();
+    if (mrank > 4) launch.attrs->fail("the mask has rank > 4");
+    p.mask = mask.data;
+    p.mask_kind = mask.dtype == DataType::kBool ? kBoolMask : kAdditiveMask;
+    if (p.mask_kind == kAdditiveMask && mask.dtype != q.dtype) launch.attrs->fail("the mask must be bool or q's dtype");
+    const std::int64_t scores[4] = {p.batch, p.hq, p.sq, p.skv};
+    std::int64_t stride = 1;
+    for (int a = 3; a >= 0; --a) {
+      const int ma = a - (4 - mrank);
+      p.mask_stride[a] = 0;
+      if (ma < 0) continue;
+      const std::int64_t dim = mask.shape[ma];
+      if (dim != 1 && dim != scores[a]) launch.attrs->fail("the mask does not broadcast to the scores");
+      if (dim != 1) p.mask_stride[a] = stride;
+      stride *= dim;
+    }
+  }
+  return true;
+}
+
+template <typename T>
+void launch_attention_rowwise(const StepLaunch& launch) {
+  AttentionParams p;
+  if (!attention_params(launch, p)) return;
+  run_attention_rowwise<T>(launch, p);
+}
+
+template <bool kBf16>
+void launch_attention_flash(const StepLaunch& launch) {
+  AttentionParams p;
+  if (!attention_params(launch, p)) return;
+  if (flash_fits(p)) {
+    run_attention_flash<kBf16>(launch, p);
+  } else {
+    run_attention_rowwise<std::conditional_t<kBf16, BF16Bits, F16Bits>>(launch, p);
+  }
+}
+
+// ---- rotary_embedding ----
+// Thread (s, e) of the grid's x extent handles pair e < rotary_dim/2 of position s (or pass-through column
+// rotary_dim + e - rotary_dim/2) for the rows (batch·heads) blockIdx.y, blockIdx.y + gridDim.y, ...; the angle's
+// sine and cosine are computed once per thread. The inverse frequencies come from the host's std::pow, written as
+// the reference writes them, so that large positions do not amplify a different rounding of pow.
+
+constexpr int kMaxRotaryPairs = 1024;
+
+struct InverseFrequencies {
+  double value[kMaxRotaryPairs];
+};
+
+template <typename T>
+__global__ void rotary_kernel(const T* x, T* y, std::int64_t rows, std::int64_t seq, std::int64_t d,
+                              std::int64_t rotary_dim, std::int64_t offset, const InverseFrequencies inv_freqs,
+                              bool interleaved) {
+  const std::int64_t half = rotary_dim / 2;
+  const std::int64_t per_position = half + (d - rotary_dim);
+  const std::int64_t items = seq * per_position;
+  for (std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; item < items;
+       item += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t s = item / per_position;
+    const std::int64_t e = item - s * per_position;
+    if (e >= half) {
+      const std::int64_t c = rotary_dim + (e - half);
+      for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const std::int64_t at = (r * seq + s) * d + c;
+        store_value(y, at, load_value(x, at));  // NaN re-encoded as the reference writes it
+      }
+      continue;
+    }
+    const double inv_freq = inv_freqs.value[e];
+    const double theta = (static_cast<double>(s) + static_cast<double>(offset)) * inv_freq;
+    double sn = 0.0, cs = 0.0;
+    sincos(theta, &sn, &cs);
+    const std::int64_t i1 = interleaved ? 2 * e : e;
+    const std::int64_t i2 = interleaved ? 2 * e + 1 : e + half;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+      const std::int64_t at = (r * seq + s) * d;
+      const double x1 = static_cast<double>(load_value(x, at + i1));
+      const double x2 = static_cast<double>(load_value(x, at + i2));
+      // Separate roundings (no fused multiply-add), as the reference's double arithmetic.
+      store_double(y, at + i1, __dsub_rn(__dmul_rn(x1, cs), __dmul_rn(x2, sn)));
+      store_double(y, at + i2, __dadd_rn(__dmul_rn(x2, cs), __dmul_rn(x1, sn)));
+    }
+  }
+}
+
+template <typename T>
+void launch_rotary(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  if (x.shape.rank() != 4) launch.attrs->fail("rotary_embedding takes [B, H, S, D]");
+  const std::int64_t rows = x.shape[0] * x.shape[1], seq = x.shape[2], d = x.shape[3];
+  const double base = launch.attrs->get_float("base", 10000.0);
+  const std::int64_t rd_attr = launch.attrs->get_int("rotary_dim", 0);
+  const std::int64_t rotary_dim = rd_attr == 0 ? d : rd_attr;
+  const bool interleaved = launch.attrs->get_bool("interleaved", false);
+  const std::int64_t offset = launch.attrs->get_int("position_offset", 0);
+  if (rotary_dim % 2 != 0 || rotary_dim > d) launch.attrs->fail("rotary_dim must be even and at most the head dim");
+  if (rotary_dim / 2 > kMaxRotaryPairs) launch.attrs->fail("the CUDA rotary kernel takes rotary_dim <= 2048");
+  InverseFrequencies inv_freqs;
+  for (std::int64_t i = 0; i < rotary_dim / 2; ++i) {
+    inv_freqs.value[i] = 1.0 / std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+  }
+  const std::int64_t items = seq * (rotary_dim / 2 + (d - rotary_dim));
+  if (rows * items == 0) return;
+  constexpr int kThreads = 128;
+  const std::int64_t x_blocks = std::min<std::int64_t>((items + kThreads - 1) / kThreads, 1 << 20);
+  // Enough (x, y) blocks to fill the device; each y block strides over the rows.
+  const std::int64_t y_blocks = std::min<std::int64_t>({rows, std::max<std::int64_t>(1, 4096 / x_blocks), 65535});
+  const dim3 grid(static_cast<unsigned>(x_blocks), static_cast<unsigned>(y_blocks));
+  rotary_kernel<T><<<grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(x.data),
+                                                         static_cast<T*>(launch.outputs.at(0).data), rows, seq, d,
+                                                         rotary_dim, offset, inv_freqs, interleaved);
+  check_launch(launch);
+}
+
+// ---- supports ----
+
+bool has_input(const graph::Layer& layer, std::size_t i) { return i < layer.inputs.size() && layer.inputs[i] >= 0; }
+
+template <DataType kDtype>
+bool supports_attention(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!has_input(layer, i) || graph.tensor(layer.inputs[i]).dtype != kDtype) return false;
+  }
+  if (has_input(layer, 3)) {
+    const auto& mask = graph.tensor(layer.inputs[3]);
+    if ((mask.dtype != DataType::kBool && mask.dtype != kDtype) || mask.shape.size() > 4) return false;
+  }
+  return layer.outputs.size() == 1 && graph.tensor(layer.outputs[0]).dtype == kDtype;
+}
+
+template <DataType kDtype>
+bool supports_rotary(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (!has_input(layer, 0) || graph.tensor(layer.inputs[0]).dtype != kDtype || layer.outputs.size() != 1 ||
+      graph.tensor(layer.outputs[0]).dtype != kDtype) {
+    return false;
+  }
+  // rotary_dim (or, when 0, the static head dim) within the inverse-frequency table.
+  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  std::int64_t rotary_dim = attrs.get_int("rotary_dim", 0);
+  if (rotary_dim == 0) {
+    const Dims dims = graph.static_dims(layer.inputs[0]);
+    if (dims.rank() == 4) rotary_dim = dims[3];
+  }
+  return rotary_dim <= 2 * kMaxRotaryPairs;
+}
+
+}  // namespace
+
+void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
+  const std::vector<KernelEntry> entries = {
+      // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
+      {"attention_f16_f32acc_flash", "attention", supports_attention<DataType::kF16>, launch_attention_flash<false>, 0},
+      {"attention_bf16_f32acc_flash", "attention", supports_attention<DataType::kBF16>, launch_attention_flash<true>,
+       0},
+      {"attention_f16_f32acc_rowwise", "attention", supports_attention<DataType::kF16>,
+       launch_attention_rowwise<F16Bits>, 0},
+      {"attention_bf16_f32acc_rowwise", "attention", supports_attention<DataType::kBF16>,
+       launch_attention_rowwise<BF16Bits>, 0},
+      {"attention_f32_rowwise", "attention", supports_attention<DataType::kF32>, launch_attention_rowwise<float>, 0},
+      {"attention_f64_rowwise", "attention", supports_attention<DataType::kF64>, launch_attention_rowwise<double>, 0},
+      {"rotary_embedding_f32_f64acc_pairwise", "rotary_embedding", supports_rotary<DataType::kF32>,
+       launch_rotary<float>, 0},
+      {"rotary_embedding_f16_f64acc_pairwise", "rotary_embedding", supports_rotary<DataType::kF16>,
+       launch_rotary<F16Bits>, 0},
+      {"rotary_embedding_bf16_f64acc_pairwise", "rotary_embedding", supports_rotary<DataType::kBF16>,
+       launch_rotary<BF16Bits>, 0},
+      {"rotary_embedding_f64_pairwise", "rotary_embedding", supports_rotary<DataType::kF64>, launch_rotary<double>, 0},
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,71 @@
+// Activation memory planning: greedy best-offset placement of tensors sorted by size, respecting lifetimes.
+#include "builder/memory_plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tensoracle::builder {
+
+namespace {
+
+std::size_t align_up(std::size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+}  // namespace
+
+MemoryPlan plan_memory(const graph::Graph& g, const std::vector<std::vector<Dims>>& shapes) {
+  const std::size_t n = g.tensors.size();
+  MemoryPlan plan;
+  plan.offset.assign(n, -1);
+  plan.bytes.assign(n, 0);
+  std::vector<bool> is_output(n, false);
+  for (auto id : g.outputs) is_output[static_cast<std::size_t>(id)] = true;
+  std::vector<std::int64_t> first(n, -1), last(n, -1);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    for (auto id : g.layers[l].outputs) {
+      first[static_cast<std::size_t>(id)] = static_cast<std::int64_t>(l);
+      last[static_cast<std::size_t>(id)] = static_cast<std::int64_t>(l);
+    }
+    for (auto id : g.layers[l].inputs) {
+      if (id >= 0) last[static_cast<std::size_t>(id)] = static_cast<std::int64_t>(l);
+    }
+  }
+  std::vector<std::size_t> planned;
+  for (std::size_t id = 0; id < n; ++id) {
+    if (g.tensors[id].kind != graph::TensorKind::kLayerOutput || is_output[id]) continue;
+    std::size_t size = 0;
+    for (const auto& point : shapes) {
+      size = std::max(size, static_cast<std::size_t>(point[id].volume()) * element_size(g.tensors[id].dtype));
+    }
+    plan.bytes[id] = size;
+    planned.push_back(id);
+  }
+  // Largest first, then earliest: a classic greedy that keeps the arena close to the peak of live bytes.
+  std::sort(planned.begin(), planned.end(), [&](std::size_t a, std::size_t b) {
+    if (plan.bytes[a] != plan.bytes[b]) return plan.bytes[a] > plan.bytes[b];
+    return a < b;
+  });
+  struct Placed {
+    std::size_t begin, end;
+    std::int64_t first, last;
+  };
+  std::vector<Placed> placed;
+  for (std::size_t id : planned) {
+    const std::size_t size = align_up(std::max<std::size_t>(plan.bytes[id], 1));
+    std::vector<std::pair<std::size_t, std::size_t>> busy;
+    for (const auto& p : placed) {
+      if (p.first <= last[id] && first[id] <= p.last) busy.emplace_back(p.begin, p.end);
+    }
+    std::sort(busy.begin(), busy.end());
+    std::size_t offset = 0;
+    for (const auto& [b, e] : busy) {
+      if (offset + size <= b) break;
+      offset = std::max(offset, e);
+    }
+    placed.push_back(Placed{offset, offset + size, first[id], last[id]});
+    plan.offset[id] = static_cast<std::int64_t>(offset);
+    plan.arena_bytes = std::max(plan.arena_bytes, offset + size);
+  }
+  return plan;
+}
+
+}  // namespace tensoracle::builder

@@ -1,0 +1,66 @@
+// Builder pass: lowers an f32 network to f16 or bf16 (weights converted, casts at the inputs and outputs).
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels/numeric.hpp"
+#include "builder/graph_rewriter.hpp"
+#include "builder/passes/passes.hpp"
+#include "graph/graph.hpp"
+
+namespace tensoracle::builder {
+
+Network lower_precision(const Network& network, DataType low, WeightPool& pool) {
+  const graph::Graph& g = network.graph();
+  GraphRewriter rewriter(g);
+  Network& net = rewriter.network();
+  const std::string suffix = fmt::format("/{}", to_string(low));
+
+  for (auto id : g.inputs) {
+    const auto& t = g.tensor(id);
+    if (t.dtype != DataType::kF32) continue;
+    Tensor cast = net.add_layer("cast", {rewriter.get(id)}, {{"to", std::string(to_string(low))}}, t.name + suffix)[0];
+    net.rename_tensor(cast, t.name + suffix);
+    rewriter.set(id, cast);
+  }
+  for (std::size_t id = 0; id < g.tensors.size(); ++id) {
+    const auto& t = g.tensors[id];
+    if (t.kind != graph::TensorKind::kConstant || t.dtype != DataType::kF32) continue;
+    const auto sid = static_cast<std::int32_t>(id);
+    const Dims dims = g.static_dims(sid);
+    if (t.inline_constant) {
+      rewriter.set(sid, net.add_small_constant(t.values, low, dims, t.name));
+      continue;
+    }
+    HostTensor f32(DataType::kF32, dims);
+    if (!f32.bytes.empty()) std::memcpy(f32.bytes.data(), t.weight->data, f32.bytes.size());
+    HostTensor converted(low, dims);
+    cpu::from_f32(converted, cpu::to_f32(f32));
+    rewriter.set(sid, net.add_constant(pool.add(t.name, low, dims, std::move(converted.bytes)), t.name));
+  }
+  for (const auto& layer : g.layers) {
+    Attributes attrs = layer.attrs;
+    if (layer.op == "cast" || layer.op == "dequantize") {
+      auto it = attrs.find("to");
+      const bool to_f32 = it == attrs.end() ? layer.op == "dequantize"
+                                            : std::holds_alternative<std::string>(it->second) &&
+                                                  std::get<std::string>(it->second) == to_string(DataType::kF32);
+      if (to_f32) attrs["to"] = std::string(to_string(low));
+    }
+    std::vector<Tensor> inputs;
+    for (auto id : layer.inputs) inputs.push_back(rewriter.get(id));
+    rewriter.add_named_layer(layer, layer.op, inputs, attrs);
+  }
+  // Outputs keep their declared f32 type: cast back, the cast taking the output's name.
+  for (auto id : g.outputs) {
+    const auto& t = g.tensor(id);
+    if (t.dtype != DataType::kF32) continue;
+    Tensor lowered = rewriter.get(id);
+    net.rename_tensor(lowered, t.name + suffix);
+    rewriter.set(id, net.add_layer("cast", {lowered}, {{"to", std::string("f32")}}, t.name + "/to_f32")[0]);
+  }
+  return rewriter.finish();
+}
+
+}  // namespace tensoracle::builder

@@ -1,0 +1,16 @@
+// Stable kernel names recorded in engines, and which names this build can run, per target.
+#include "runtime/kernel_names.hpp"
+
+#include "backends/cpu/kernel_context.hpp"
+#include "backends/cuda/cuda_kernels.hpp"
+
+namespace tensoracle::runtime {
+
+std::string cpu_kernel_name(std::string_view op) { return std::string(op) + "_cpu_reference"; }
+
+bool is_known_kernel(TargetKind target, const std::string& kernel, const std::string& op) {
+  if (target == TargetKind::kCpu) return cpu::find_kernel(op) != nullptr && kernel == cpu_kernel_name(op);
+  return cuda::has_kernel(kernel, op);
+}
+
+}  // namespace tensoracle::runtime

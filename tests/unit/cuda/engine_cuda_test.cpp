@@ -1,0 +1,198 @@
+// CUDA engine tests: results against the CPU reference, two contexts on two streams, CUDA graph capture and replay.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "tensoracle/builder.hpp"
+#include "tensoracle/engine.hpp"
+#include "tensoracle/reference_executor.hpp"
+#include "tensoracle/system_info.hpp"
+#include "tensoracle/target_memory.hpp"
+
+namespace tensoracle {
+namespace {
+
+bool have_gpu() { return !system_info().cuda_devices.empty(); }
+
+#define REQUIRE_GPU()                                                                                           \
+  do {                                                                                                          \
+    if (!have_gpu()) {                                                                                          \
+      const char* required = std::getenv("TENSORACLE_REQUIRE_GPU");                                             \
+      if (required != nullptr && std::string(required) == "1") FAIL() << "TENSORACLE_REQUIRE_GPU=1 but no GPU"; \
+      GTEST_SKIP() << "no CUDA GPU on this machine";                                                            \
+    }                                                                                                           \
+  } while (0)
+
+struct Model {
+  std::vector<std::vector<float>> data;
+  std::vector<TensorToWrite> tensors;
+  std::vector<std::byte> bytes;
+  std::shared_ptr<const SafetensorsFile> file;
+  Network net;
+
+  explicit Model(std::mt19937& rng) {
+    auto add = [&](const std::string& name, const Dims& shape) {
+      std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
+      auto& v = data.emplace_back(static_cast<std::size_t>(shape.volume()));
+      for (auto& x : v) x = dist(rng);
+      tensors.push_back({name, DataType::kF32, shape, nullptr});
+    };
+    add("q", {64, 64});
+    add("k", {64, 64});
+    add("v", {64, 64});
+    add("ln.w", {64});
+    add("ln.b", {64});
+    for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].data = data[i].data();
+    bytes = serialize_safetensors(tensors);
+    file = SafetensorsFile::from_bytes(bytes.data(), bytes.size(), "weights");
+    Tensor x = net.add_input("x", DataType::kF32, {-1, -1, 64});
+    auto heads = [&](const char* w) {
+      Tensor t = net.add_linear(x, net.add_constant(file->get(w)));
+      return net.add_transpose(net.add_reshape(t, {0, 0, 4, 16}), {0, 2, 1, 3});
+    };
+    Tensor a = net.add_attention(heads("q"), heads("k"), heads("v"));
+    a = net.add_reshape(net.add_transpose(a, {0, 2, 1, 3}), {0, 0, 64});
+    Tensor y = net.add_layer_norm(net.add_binary("add", x, a), net.add_constant(file->get("ln.w")),
+                                  net.add_constant(file->get("ln.b")));
+    net.mark_output(net.add_activation("gelu", y), "y");
+  }
+};
+
+BuilderConfig config(Precision precision) {
+  BuilderConfig c;
+  c.target = Target::cuda(0);
+  c.precision = precision;
+  c.add_profile("x", {1, 1, 64}, {2, 16, 64}, {4, 64, 64});
+  return c;
+}
+
+HostTensor random_input(const Dims& shape, std::mt19937& rng) {
+  HostTensor t(DataType::kF32, shape);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (std::size_t i = 0; i < t.size(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+double rel_l2(const HostTensor& a, const HostTensor& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
+    num += d * d;
+    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// Runs one enqueue on `stream` and returns the output.
+HostTensor run(ExecutionContext& ctx, const HostTensor& x, CUstream_st* stream, TargetBuffer& xb, TargetBuffer& yb) {
+  ctx.set_input_shapes({{"x", x.shape}});
+  HostTensor y(DataType::kF32, ctx.tensor_shape("y"));
+  xb = TargetBuffer(Target::cuda(0), x.bytes.size());
+  yb = TargetBuffer(Target::cuda(0), y.bytes.size());
+  xb.copy_from_host(x.bytes.data(), x.bytes.size());
+  yb.fill(0xFF);
+  ctx.set_tensor_address("x", xb.data());
+  ctx.set_tensor_address("y", yb.data());
+  ctx.enqueue(stream);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  yb.copy_to_host(y.bytes.data(), y.bytes.size());
+  return y;
+}
+
+TEST(CudaEngine, MatchesTheCpuReferenceAtEachPrecision) {
+  REQUIRE_GPU();
+  std::mt19937 rng(1);
+  Model model(rng);
+  const HostTensor x = random_input({3, 40, 64}, rng);
+  const auto want = run_reference(model.net, {{"x", x}}).at("y");
+  for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 1e-5}, std::pair{Precision::kTf32, 5e-3},
+                                      std::pair{Precision::kFp16, 1e-2}, std::pair{Precision::kBf16, 3e-2}}) {
+    auto engine = Engine::deserialize(Builder(config(precision)).build(model.net));
+    auto ctx = engine->create_execution_context();
+    TargetStream stream(Target::cuda(0));
+    TargetBuffer xb, yb;
+    const HostTensor got = run(*ctx, x, stream.get(), xb, yb);
+    EXPECT_LT(rel_l2(got, want), tolerance) << to_string(precision);
+  }
+}
+
+TEST(CudaEngine, TwoContextsOnTwoStreamsAtOnce) {
+  REQUIRE_GPU();
+  std::mt19937 rng(2);
+  Model model(rng);
+  auto engine = Engine::deserialize(Builder(config(Precision::kFp32)).build(model.net));
+  const HostTensor xa = random_input({2, 16, 64}, rng), xb = random_input({4, 64, 64}, rng);
+  const auto want_a = run_reference(model.net, {{"x", xa}}).at("y");
+  const auto want_b = run_reference(model.net, {{"x", xb}}).at("y");
+  double err_a = 1, err_b = 1;
+  std::thread ta([&] {
+    auto ctx = engine->create_execution_context();
+    TargetStream s(Target::cuda(0));
+    TargetBuffer i, o;
+    double worst = 0;
+    for (int r = 0; r < 20; ++r) worst = std::max(worst, rel_l2(run(*ctx, xa, s.get(), i, o), want_a));
+    err_a = worst;
+  });
+  std::thread tb([&] {
+    auto ctx = engine->create_execution_context();
+    TargetStream s(Target::cuda(0));
+    TargetBuffer i, o;
+    double worst = 0;
+    for (int r = 0; r < 20; ++r) worst = std::max(worst, rel_l2(run(*ctx, xb, s.get(), i, o), want_b));
+    err_b = worst;
+  });
+  ta.join();
+  tb.join();
+  EXPECT_LT(err_a, 1e-5);
+  EXPECT_LT(err_b, 1e-5);
+}
+
+TEST(CudaEngine, CapturedGraphReplayEqualsEnqueue) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  Model model(rng);
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    auto engine = Engine::deserialize(Builder(config(precision)).build(model.net));
+    auto ctx = engine->create_execution_context();
+    TargetStream stream(Target::cuda(0));
+    const HostTensor x = random_input({2, 33, 64}, rng);
+    TargetBuffer xb, yb;
+    const HostTensor plain = run(*ctx, x, stream.get(), xb, yb);  // un-captured first run, as documented
+
+    yb.fill(0xFF);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ctx->enqueue(stream.get());
+    ASSERT_EQ(cudaStreamEndCapture(stream.get(), &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int r = 0; r < 3; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    HostTensor replayed(DataType::kF32, plain.shape);
+    yb.copy_to_host(replayed.bytes.data(), replayed.bytes.size());
+    EXPECT_EQ(replayed.bytes, plain.bytes) << to_string(precision);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+TEST(CudaEngine, EngineForAnotherGpuModelIsRefused) {
+  REQUIRE_GPU();
+  std::mt19937 rng(4);
+  Model model(rng);
+  auto bytes = Builder(config(Precision::kFp32)).build(model.net);
+  std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string name = system_info().cuda_devices.front().name;
+  const auto at = text.find("\"" + name + "\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 1] = static_cast<std::byte>(text[at + 1] == 'X' ? 'Y' : 'X');
+  EXPECT_THROW(Engine::deserialize(bytes), UnsupportedError);
+}
+
+}  // namespace
+}  // namespace tensoracle

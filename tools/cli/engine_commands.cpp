@@ -1,0 +1,139 @@
+// `tensoracle build` and `tensoracle inspect`: build an engine from a JSON network, print an engine's manifest.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "core/posix_file.hpp"
+#include "tensoracle/builder.hpp"
+#include "tensoracle/engine.hpp"
+#include "tensoracle/error.hpp"
+#include "tensoracle/logging.hpp"
+#include "tensoracle/network.hpp"
+
+namespace tensoracle::cli {
+
+Dims parse_dims(const std::string& text, const std::string& what) {
+  std::vector<std::int64_t> dims;
+  if (text.empty() || text == "scalar") return Dims(dims);
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    if (part.empty() || part.size() > 18 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw InvalidArgumentError(fmt::format("{}: '{}' is not a shape like 8x128", what, text));
+    dims.push_back(std::stoll(part));
+    start = end + 1;
+  }
+  return Dims(dims);
+}
+
+namespace {
+
+struct BuildOptions {
+  std::string network;
+  std::vector<std::string> weights;
+  std::string output;
+  std::string target = "auto";
+  std::string precision = "fp32";
+  std::vector<std::string> profiles;
+  bool no_timing = false;
+  std::size_t max_scratch = std::size_t{256} << 20;
+  bool quiet = false;
+};
+
+int build(const BuildOptions& o) {
+  BuilderConfig config;
+  config.target = Target::parse(o.target);
+  config.precision = parse_precision(o.precision);
+  config.time_kernels = !o.no_timing;
+  config.max_scratch_bytes = o.max_scratch;
+  for (const auto& p : o.profiles) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos)
+      throw InvalidArgumentError(fmt::format("--profile '{}': expected NAME=MIN:OPT:MAX", p));
+    const std::string name = p.substr(0, eq);
+    const std::string rest = p.substr(eq + 1);
+    const auto c1 = rest.find(':');
+    const auto c2 = c1 == std::string::npos ? std::string::npos : rest.find(':', c1 + 1);
+    if (c2 == std::string::npos) {
+      const Dims fixed = parse_dims(rest, "--profile " + name);
+      config.add_profile(name, fixed, fixed, fixed);
+    } else {
+      config.add_profile(name, parse_dims(rest.substr(0, c1), "--profile " + name),
+                         parse_dims(rest.substr(c1 + 1, c2 - c1 - 1), "--profile " + name),
+                         parse_dims(rest.substr(c2 + 1), "--profile " + name));
+    }
+  }
+  if (!o.quiet) {
+    set_log_level(LogSeverity::kInfo);
+    set_log_callback([](LogSeverity severity, std::string_view message) {
+      std::cerr << "tensoracle build: " << (severity <= LogSeverity::kWarning ? "warning: " : "") << message << "\n";
+    });
+  }
+  Network network = o.weights.empty()
+                        ? Network::from_json_file(o.network)
+                        : Network::from_json_file(o.network, WeightStore::open({o.weights.begin(), o.weights.end()}));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::byte> bytes = Builder(config).build(network);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_file_atomically(o.output, bytes.data(), bytes.size(), 0644);
+  std::cout << fmt::format(
+      "{{\"engine\":\"{}\",\"bytes\":{},\"target\":\"{}\",\"precision\":\"{}\",\"build_seconds\":{:.3f}}}\n", o.output,
+      bytes.size(), config.target.to_string(), to_string(config.precision), seconds);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_build_command(CLI::App& app, Action& action) {
+  auto o = std::make_shared<BuildOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "build",
+      "Build an engine from a network JSON (docs/network-json.md) for one target and precision and write it to a file "
+      "(docs/engine-format.md). Inputs with dynamic (-1) dims need a --profile.");
+  cmd->add_option("NETWORK", o->network, "network JSON file")->required();
+  cmd->add_option("--output,-o", o->output, "engine file to write")->required();
+  cmd->add_option("--weights,-w", o->weights, "weight files; default: the files the JSON names, relative to it");
+  cmd->add_option("--target,-t", o->target, "cpu, cuda, cuda:N or auto (a GPU when one is usable)")
+      ->capture_default_str();
+  cmd->add_option("--precision,-p", o->precision,
+                  "fp32 (TF32 off), tf32, fp16 or bf16 (f32 tensors lowered, f32 accumulation)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--profile", o->profiles,
+      "NAME=MIN:OPT:MAX shapes (e.g. x=1x128:8x128:32x128) or NAME=SHAPE for a fixed shape; repeat per input");
+  cmd->add_flag("--no-timing", o->no_timing, "take the first kernel that fits instead of timing candidates");
+  cmd->add_option("--max-scratch", o->max_scratch, "largest scratch memory per context, in bytes")
+      ->capture_default_str();
+  cmd->add_flag("--quiet,-q", o->quiet, "no progress messages");
+  cmd->footer(
+      "Prints one JSON line describing the engine. Exit status: 0 built; 1 invalid network, profile or "
+      "unsupported layer (the message names it); 2 invalid usage.");
+  cmd->callback([&action, o] { action = [o] { return build(*o); }; });
+}
+
+void add_inspect_command(CLI::App& app, Action& action) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "inspect",
+      "Print an engine's manifest as JSON: target, precision, inputs with profiles, outputs, every step (layer, op, "
+      "chosen kernel, output dtypes and shapes), the weights table and the memory plan. The engine is validated "
+      "but not loaded onto a GPU.");
+  cmd->add_option("ENGINE", *path, "engine file")->required();
+  cmd->footer("Exit status: 0 printed; 1 unreadable or invalid engine; 2 invalid usage.");
+  cmd->callback([&action, path] {
+    action = [path] {
+      std::cout << read_engine_manifest(*path);
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace tensoracle::cli

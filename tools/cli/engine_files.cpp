@@ -1,0 +1,36 @@
+// Reading engine files for the command: plain engines and cache entries (the engine after the cache header).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "core/posix_file.hpp"
+#include "tensoracle/engine.hpp"
+#include "tensoracle/error.hpp"
+
+namespace tensoracle::cli {
+
+std::vector<std::byte> read_engine_bytes(const std::string& path) {
+  PosixFile file = PosixFile::open_read(path);
+  std::vector<std::byte> bytes(static_cast<std::size_t>(file.size()));
+  if (!bytes.empty()) file.read_exact(bytes.data(), bytes.size(), 0);
+  return bytes;
+}
+
+std::string read_engine_manifest(const std::string& path) { return Engine::inspect(read_engine_bytes(path), path); }
+
+std::shared_ptr<const Engine> load_engine(const std::string& path) {
+  return Engine::deserialize(read_engine_bytes(path), path);
+}
+
+bool looks_like_engine(const std::string& path) {
+  PosixFile file = PosixFile::open_read(path);
+  char head[11] = {};
+  const std::size_t n = file.size() < sizeof head ? static_cast<std::size_t>(file.size()) : sizeof head;
+  if (n != 0) file.read_exact(head, n, 0);
+  return (n >= 8 && std::memcmp(head, "TSRPLAN", 8) == 0) || (n >= 11 && std::memcmp(head, "TENSORACLE\x01", 11) == 0);
+}
+
+}  // namespace tensoracle::cli
