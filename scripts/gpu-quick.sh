@@ -1,3 +1,6 @@
+#!/usr/bin/env bash
+# A quick GPU smoke check on the device machine (carry .device): CUDA engine tests, the example at fp32 and fp16,
+# and the engine command tests with the GPU required. scripts/gpu-check.sh is the full run.
 set -u
 b=.device/build
 export LD_LIBRARY_PATH=$PWD/$b/src:$PWD/$b/lib
