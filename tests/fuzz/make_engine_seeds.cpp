@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     Tensor b = net.add_input("b", DataType::kF32, {2, 3});
     Tensor s = net.add_binary("add", a, b);
     net.mark_output(net.add_transpose(net.add_activation("relu", s), {1, 0}), "t");
-    net.mark_output(net.add_reduce("reduce_sum", s, {1}, false), "r");
+    net.mark_output(net.add_reduce("sum", s, {1}, false), "r");
     write(dir + "/binary.engine", Builder(BuilderConfig{}).build(net));
   }
   return 0;
