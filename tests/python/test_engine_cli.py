@@ -125,6 +125,33 @@ def test_damaged_engines_are_clean_errors(cli, model):
         assert str(path) in result.stderr.decode(), name + ": " + describe(result)
 
 
+def test_cache_entries_are_engines_too(cli, model):
+    """A file in the cache's container (the reference's format, written here by hand) runs and inspects like
+    the engine inside it; a damaged plan is caught by the header's checksum."""
+    import hashlib
+    directory, params = model
+    plan = build(cli, directory, "cpu").read_bytes()
+    header = json.dumps({"conditions": {"name": "t"}, "plan_sha256": hashlib.sha256(plan).hexdigest(),
+                         "shape_tensor_outputs": []}, sort_keys=True, separators=(",", ":")).encode()
+    entry = directory / "t.engine"
+    entry.write_bytes(b"TENSORACLE\x01" + len(header).to_bytes(8, "big") + header + plan)
+    result = run(cli, "inspect", entry)
+    assert result.returncode == 0, describe(result)
+    assert json.loads(result.stdout)["format"] == "tensoracle-engine"
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+    stnp.save_file({"x": x}, str(directory / "in.safetensors"))
+    result = run(cli, "run", entry, "--inputs", directory / "in.safetensors", "-o", directory / "out.safetensors")
+    assert result.returncode == 0, describe(result)
+    _, logits = numpy_forward(x, params)
+    got = stnp.load_file(str(directory / "out.safetensors"))["logits"]
+    assert np.linalg.norm(got - logits) / np.linalg.norm(logits) < 1e-5
+    damaged = bytearray(entry.read_bytes())
+    damaged[-1] ^= 1
+    entry.write_bytes(bytes(damaged))
+    result = run(cli, "inspect", entry)
+    assert result.returncode == 1 and "checksum" in result.stderr.decode(), describe(result)
+
+
 def test_shapes_outside_the_profile(cli, model):
     directory, _ = model
     engine = build(cli, directory, "cpu")

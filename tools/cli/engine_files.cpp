@@ -7,13 +7,32 @@
 
 #include "commands.hpp"
 #include "core/posix_file.hpp"
+#include "tensoracle/cache.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/error.hpp"
+#include "tensoracle/sha256.hpp"
 
 namespace tensoracle::cli {
 
+// A cache entry's engine: after the header, checked against the header's plan_sha256 (conditions are
+// not compared: the command is not opening it for a declaration).
+std::vector<std::byte> read_cache_entry_plan(const std::string& path) {
+  const EngineHeader header = read_engine_header(path);
+  PosixFile file = PosixFile::open_read(path);
+  std::vector<std::byte> plan(static_cast<std::size_t>(header.plan_size()));
+  if (!plan.empty()) file.read_exact(plan.data(), plan.size(), header.plan_offset);
+  if (!header.plan_sha256 || sha256_hex(plan.data(), plan.size()) != *header.plan_sha256) {
+    throw CorruptEngineError(
+        fmt::format("{}: corrupt engine file: checksum differs from the header's plan_sha256", path));
+  }
+  return plan;
+}
+
 std::vector<std::byte> read_engine_bytes(const std::string& path) {
   PosixFile file = PosixFile::open_read(path);
+  char head[kEngineFileMagicSize] = {};
+  if (file.size() >= kEngineFileMagicSize) file.read_exact(head, sizeof head, 0);
+  if (std::memcmp(head, kEngineFileMagic, kEngineFileMagicSize) == 0) return read_cache_entry_plan(path);
   std::vector<std::byte> bytes(static_cast<std::size_t>(file.size()));
   if (!bytes.empty()) file.read_exact(bytes.data(), bytes.size(), 0);
   return bytes;
