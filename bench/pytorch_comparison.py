@@ -15,8 +15,8 @@ Rows, in this order (the models are in bench/pytorch_models.py):
     GPT-2 small prefill (12 layers, hidden 768, causal, tanh GELU, pre-LN, Conv1D)  batch 1 and 8, seq 512
 
 Per model: deterministic random weights (torch.manual_seed) saved as f32 safetensors; the network JSON
-with dynamic batch (and sequence) dims; `tensoracle build --precision fp16 --profile x=MIN:OPT:MAX` (one
-engine for both rows: min = the small row, opt = max = the large row); `tensoracle run` at the small batch
+with dynamic batch (and sequence) dims; `tensoracle build --precision fp16 --profile x=S:S:S`, one engine per
+row with that row's fixed shape S (activation memory planned for that row); `tensoracle run` at the small batch
 compared with PyTorch f32 (TF32 off) by relative L2 error; `tensoracle bench --per-step` per row; PyTorch
 eager (fp16, inference_mode; CUDA events and host wall time per run, one synchronize per run, inputs
 rotated among 4 copies) and torch.compile (in a subprocess with a per-row time cap) per row; peak memory
@@ -532,27 +532,35 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
         torch.cuda.empty_cache()
     results.save()
 
-    # 3. tensoracle build (one engine for both rows) and inspect
-    engine = work / "model.engine"
+    # 3. tensoracle build, one engine per row (fixed shapes: its activation memory is planned for that row only),
+    # and inspect
     shp = lambda b: "x".join(map(str, spec.input_shape(b)))  # noqa: E731
-    profile = f"x={shp(small)}:{shp(large)}:{shp(large)}"
-    build = rec["build"] = {"profile": profile}
-    timeout = min(args.build_timeout_s, budget.left() - 5)
-    log(f"{spec.key}: tensoracle build --target {args.target} --precision {args.precision} --profile {profile} "
-        f"(timeout {timeout:.0f} s)")
-    r = run_cmd([cli, "build", work / "net.json", "-o", engine, "--target", args.target, "--precision", args.precision,
-                 "--profile", profile] + shlex.split(args.build_extra), timeout, log_path)
-    build["seconds"] = r["seconds"]
-    if r["error"]:
-        build["error"] = r["error"]
-    else:
-        try:
-            info = json.loads(r["stdout"].strip().splitlines()[-1])
-            build["build_seconds"] = info.get("build_seconds")
-            build["engine_bytes"] = engine.stat().st_size
-        except Exception as e:  # noqa: BLE001
-            build["error"] = f"unreadable build output: {short_error(e)}"
-    results.save()
+    engines = {b: work / f"model_b{b}.engine" for b in spec.batches}
+    rec["builds"] = {}
+    for b in reversed(spec.batches):  # the largest first: it is the one the table reports
+        profile = f"x={shp(b)}:{shp(b)}:{shp(b)}"
+        build = rec["builds"][str(b)] = {"profile": profile}
+        timeout = min(args.build_timeout_s, budget.left() - 5)
+        log(f"{spec.key}: tensoracle build --target {args.target} --precision {args.precision} --profile {profile} "
+            f"(timeout {timeout:.0f} s)")
+        r = run_cmd([cli, "build", work / "net.json", "-o", engines[b], "--target", args.target, "--precision",
+                     args.precision, "--profile", profile] + shlex.split(args.build_extra), timeout, log_path)
+        build["seconds"] = r["seconds"]
+        if r["error"]:
+            build["error"] = r["error"]
+        else:
+            try:
+                info = json.loads(r["stdout"].strip().splitlines()[-1])
+                build["build_seconds"] = info.get("build_seconds")
+                build["engine_bytes"] = engines[b].stat().st_size
+            except Exception as e:  # noqa: BLE001
+                build["error"] = f"unreadable build output: {short_error(e)}"
+        results.save()
+    build = rec["build"] = rec["builds"][str(large)]
+    engine = engines[large]
+    if any(v.get("error") for v in rec["builds"].values()):
+        failed = {b: v["error"] for b, v in rec["builds"].items() if v.get("error")}
+        build.setdefault("error", f"build failed for batches {sorted(failed)}: {next(iter(failed.values()))}")
     if build.get("error"):
         log(f"{spec.key}: build failed: {build['error']}")
         corr.setdefault("error", "no engine (build failed)")
@@ -578,7 +586,7 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
         if budget.left() < NEED_BENCH_S:
             corr.setdefault("skipped", "time budget")
         else:
-            r = run_cmd([cli, "run", engine, "--inputs", work / "in.safetensors", "-o", work / "out.safetensors"],
+            r = run_cmd([cli, "run", engines[small], "--inputs", work / "in.safetensors", "-o", work / "out.safetensors"],
                         min(args.run_timeout_s, budget.left() - 2), log_path)
             if r["error"]:
                 corr["error"] = f"tensoracle run: {r['error']}"
@@ -600,7 +608,7 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
                 row["ours"] = {"skipped": "time budget"}
                 continue
             shape = f"x={shp(row['batch'])}"
-            probe = run_cmd([cli, "bench", engine, "--shape", shape, "--warmup", 1, "--iterations", 2,
+            probe = run_cmd([cli, "bench", engines[row["batch"]], "--shape", shape, "--warmup", 1, "--iterations", 2,
                              "--input-sets", 1], min(args.bench_timeout_s, budget.left() - 2), log_path)
             if probe["error"]:
                 row["ours"] = {"error": f"bench: {probe['error']}"}
@@ -613,7 +621,7 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
                 continue
             iters = int(min(1000, max(10, args.bench_target_s * 1e3 / max(est, 1e-3))))
             warmup = int(min(50, max(3, iters // 10)))
-            r = run_cmd([cli, "bench", engine, "--shape", shape, "--warmup", warmup, "--iterations", iters,
+            r = run_cmd([cli, "bench", engines[row["batch"]], "--shape", shape, "--warmup", warmup, "--iterations", iters,
                          "--per-step"], min(args.bench_timeout_s, budget.left() - 2), log_path)
             if r["error"]:
                 row["ours"] = {"error": f"bench: {r['error']}"}

@@ -15,3 +15,9 @@ for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$stage/lib/"
 done
 du -sh "$stage"
+# --pack: also a gzip archive (the staged build is close to the 64 MiB carry limit); scripts/unpack-device.sh
+# unpacks it there.
+if [[ ${2:-} == --pack ]]; then
+  tar -C .device -czf .device/build.tgz build
+  du -sh .device/build.tgz
+fi

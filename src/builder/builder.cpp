@@ -120,6 +120,11 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     net = builder::lower_precision(net, config_.precision == Precision::kFp16 ? DataType::kF16 : DataType::kBF16, pool);
   }
   net = builder::remove_dead_layers(net);
+  if (config_.target.kind == TargetKind::kCuda) {
+    net = builder::fuse_matmul_bias(net, pool);
+    net = builder::fuse_epilogues(net);
+    net = builder::to_channels_last(net, pool);
+  }
   const graph::Graph& g = net.graph();
   info(fmt::format("build: {} layers after graph passes", g.layers.size()));
 
@@ -169,7 +174,10 @@ std::vector<std::byte> Builder::build(const Network& network) const {
                          candidates[chosen], candidates.size()));
       }
       kernel = candidates[chosen];
-      workspace = cuda::kernel_workspace_bytes(kernel);
+      for (const auto& point : shapes) {  // what the kernel needs at the largest of the profile's shapes
+        workspace = std::max(
+            workspace, cuda::kernel_workspace_for(kernel, g, layer, point, config_.precision, config_.target.device));
+      }
       scratch = std::max(scratch, workspace);
     }
     Json outs = Json::array();
@@ -189,7 +197,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
                          {"outputs", std::move(outs)}});
   }
 
-  const builder::MemoryPlan memory = builder::plan_memory(g, shapes);
+  const builder::MemoryPlan memory = builder::plan_memory(g, shapes, config_.target.kind == TargetKind::kCuda);
   Json memory_tensors = Json::array();
   for (std::size_t id = 0; id < g.tensors.size(); ++id) {
     if (memory.offset[id] < 0) continue;

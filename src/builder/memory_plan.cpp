@@ -12,7 +12,7 @@ std::size_t align_up(std::size_t n) { return (n + kArenaAlignment - 1) / kArenaA
 
 }  // namespace
 
-MemoryPlan plan_memory(const graph::Graph& g, const std::vector<std::vector<Dims>>& shapes) {
+MemoryPlan plan_memory(const graph::Graph& g, const std::vector<std::vector<Dims>>& shapes, bool alias_reshapes) {
   const std::size_t n = g.tensors.size();
   MemoryPlan plan;
   plan.offset.assign(n, -1);
@@ -29,15 +29,37 @@ MemoryPlan plan_memory(const graph::Graph& g, const std::vector<std::vector<Dims
       if (id >= 0) last[static_cast<std::size_t>(id)] = static_cast<std::int64_t>(l);
     }
   }
+  auto in_arena = [&](std::int32_t id) {
+    return id >= 0 && g.tensor(id).kind == graph::TensorKind::kLayerOutput && !is_output[static_cast<std::size_t>(id)];
+  };
+  // Aliases: the output of a reshape / squeeze / unsqueeze of an arena tensor is the same bytes (tensors are never
+  // written after the step that makes them), so both get one place that lives as long as either.
+  std::vector<std::size_t> root(n);
+  std::iota(root.begin(), root.end(), std::size_t{0});
+  if (alias_reshapes) {
+    for (const auto& layer : g.layers) {
+      if ((layer.op != "reshape" && layer.op != "squeeze" && layer.op != "unsqueeze") || !in_arena(layer.inputs[0]) ||
+          !in_arena(layer.outputs[0])) {
+        continue;
+      }
+      const auto out = static_cast<std::size_t>(layer.outputs[0]);
+      root[out] = root[static_cast<std::size_t>(layer.inputs[0])];  // inputs come first: already resolved
+      first[root[out]] = std::min(first[root[out]], first[out]);
+      last[root[out]] = std::max(last[root[out]], last[out]);
+    }
+  }
   std::vector<std::size_t> planned;
   for (std::size_t id = 0; id < n; ++id) {
-    if (g.tensors[id].kind != graph::TensorKind::kLayerOutput || is_output[id]) continue;
+    if (!in_arena(static_cast<std::int32_t>(id))) continue;
     std::size_t size = 0;
     for (const auto& point : shapes) {
       size = std::max(size, static_cast<std::size_t>(point[id].volume()) * element_size(g.tensors[id].dtype));
     }
     plan.bytes[id] = size;
-    planned.push_back(id);
+    if (root[id] == id) planned.push_back(id);
+  }
+  for (std::size_t id = 0; id < n; ++id) {  // a place as large as the largest of its aliases
+    if (root[id] != id) plan.bytes[root[id]] = std::max(plan.bytes[root[id]], plan.bytes[id]);
   }
   // Largest first, then earliest: a classic greedy that keeps the arena close to the peak of live bytes.
   std::sort(planned.begin(), planned.end(), [&](std::size_t a, std::size_t b) {
@@ -64,6 +86,9 @@ MemoryPlan plan_memory(const graph::Graph& g, const std::vector<std::vector<Dims
     placed.push_back(Placed{offset, offset + size, first[id], last[id]});
     plan.offset[id] = static_cast<std::int64_t>(offset);
     plan.arena_bytes = std::max(plan.arena_bytes, offset + size);
+  }
+  for (std::size_t id = 0; id < n; ++id) {
+    if (root[id] != id) plan.offset[id] = plan.offset[root[id]];
   }
   return plan;
 }

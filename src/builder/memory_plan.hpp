@@ -20,7 +20,9 @@ struct MemoryPlan {
 // Plans every layer output that is not a network output. `shapes` holds the concrete shapes of
 // every tensor at each profile point (min, opt, max); each tensor gets the largest of its sizes.
 // Two tensors share bytes only when their lifetimes (producing step to last reading step) do not
-// overlap.
-MemoryPlan plan_memory(const graph::Graph& graph, const std::vector<std::vector<Dims>>& shapes);
+// overlap. With alias_reshapes, a reshape / squeeze / unsqueeze of an arena tensor shares its input's bytes (its
+// kernel then has nothing to copy).
+MemoryPlan plan_memory(const graph::Graph& graph, const std::vector<std::vector<Dims>>& shapes,
+                       bool alias_reshapes = false);
 
 }  // namespace tensoracle::builder

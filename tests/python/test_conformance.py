@@ -32,12 +32,14 @@ CASES = all_cases()
 
 
 @pytest.fixture(scope="module")
-def target_results(tmp_path_factory):
-    """Problems of every case on the engine target, run all at once (None without a target)."""
+def target_results(request, tmp_path_factory):
+    """Problems of every selected case (pytest -k) on the engine target, run all at once (None without a target)."""
     if not target():
         return None
+    selected = {item.callspec.params["case"].name for item in request.session.items
+                if hasattr(item, "callspec") and "case" in item.callspec.params}
     base = tmp_path_factory.mktemp("conformance_" + target())
-    return base, run_all(CASES, base, cli_path(), target())
+    return base, run_all([c for c in CASES if c.name in selected], base, cli_path(), target())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

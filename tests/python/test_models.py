@@ -3,7 +3,12 @@ tests/python/models/) run as tensoracle networks on the CPU reference executor a
 PyTorch module computed in float64. Runs under a Python that has torch; TENSORACLE_CLI names the binary.
 
 Each run draws fresh random weights, inputs and dynamic sizes; the seed is printed on failure and
-TENSORACLE_MODEL_SEED=N reruns with it. The files of a run stay in pytest's tmp_path."""
+TENSORACLE_MODEL_SEED=N reruns with it. The files of a run stay in pytest's tmp_path.
+
+With TENSORACLE_MODEL_TARGET=cuda (or cpu, cuda:N) every model is also built from its f32 network as an
+fp32 and an fp16 engine for that target (`tensoracle build`), run with `tensoracle run ENGINE` on the same
+inputs and compared with the same float64 reference (test_engine; the engines are built and run
+concurrently). Without it those tests skip."""
 from __future__ import annotations
 
 import copy
@@ -13,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -55,9 +61,9 @@ def relative_l2(got: torch.Tensor, want: torch.Tensor) -> float:
     return (torch.linalg.norm(g - w) / torch.linalg.norm(w)).item()
 
 
-def run_model(cli: str, model: str, variant: str, dtype: str, directory: Path, seed: int, patch=None):
-    """Writes weights, inputs and the network to `directory`, runs `tensoracle run`, and computes the
-    float64 reference. Returns (output or None, reference, description of the run)."""
+def write_model(model: str, variant: str, dtype: str, directory: Path, seed: int, patch=None):
+    """Writes weights, inputs and the network to `directory` and computes the float64 reference.
+    Returns (inputs, reference output)."""
     spec = SPECS[model]
     torch_dtype, _ = DTYPES[dtype]
     torch.manual_seed(seed)
@@ -72,6 +78,17 @@ def run_model(cli: str, model: str, variant: str, dtype: str, directory: Path, s
     save_file({n: t.contiguous() for n, t in inputs.items()}, str(directory / "inputs.safetensors"))
     (directory / "network.json").write_text(json.dumps(network, indent=1))
 
+    reference = copy.deepcopy(module).double()
+    reference.load_state_dict({n: (t.double() if t.is_floating_point() else t) for n, t in state.items()})
+    with torch.no_grad():
+        want = reference(**{n: t.double() for n, t in inputs.items()})
+    return inputs, want
+
+
+def run_model(cli: str, model: str, variant: str, dtype: str, directory: Path, seed: int, patch=None):
+    """Writes weights, inputs and the network to `directory`, runs `tensoracle run`, and computes the
+    float64 reference. Returns (output or None, reference, description of the run)."""
+    inputs, want = write_model(model, variant, dtype, directory, seed, patch)
     cmd = [cli, "run", str(directory / "network.json"), "--inputs", str(directory / "inputs.safetensors"),
            "--output", str(directory / "outputs.safetensors")]
     start = time.monotonic()
@@ -80,11 +97,6 @@ def run_model(cli: str, model: str, variant: str, dtype: str, directory: Path, s
     shapes = {n: list(t.shape) for n, t in inputs.items()}
     about = (f"seed {seed} (TENSORACLE_MODEL_SEED={SEED}); files kept in {directory}\n"
              f"input shapes {shapes}; `{' '.join(cmd)}` took {seconds:.2f} s\nstderr: {proc.stderr.strip()}")
-
-    reference = copy.deepcopy(module).double()
-    reference.load_state_dict({n: (t.double() if t.is_floating_point() else t) for n, t in state.items()})
-    with torch.no_grad():
-        want = reference(**{n: t.double() for n, t in inputs.items()})
     if proc.returncode != 0:
         return None, want, f"tensoracle run failed with exit status {proc.returncode}\n{about}"
     outputs = load_file(str(directory / "outputs.safetensors"))
@@ -105,16 +117,131 @@ PARAMS = [(m, v, d) for m in models.MODELS for v in SPECS[m].VARIANTS for d in D
                          ids=[f"{m}{'_' + v if v else ''}-{d}" for m, v, d in PARAMS])
 def test_model(cli, model, variant, dtype, tmp_path):
     got, want, about = run_model(cli, model, variant, dtype, tmp_path, seed_of(model, variant, dtype))
+    check_output(got, want, DTYPES[dtype][0], DTYPES[dtype][1], about)
+
+
+def check_output(got, want, dtype: torch.dtype, tolerance: float, about: str) -> None:
     assert got is not None, about
-    assert got.dtype == DTYPES[dtype][0], f"output dtype {got.dtype}, expected {DTYPES[dtype][0]}\n{about}"
+    assert got.dtype == dtype, f"output dtype {got.dtype}, expected {dtype}\n{about}"
     assert tuple(got.shape) == tuple(want.shape), f"output shape {tuple(got.shape)} != reference {tuple(want.shape)}\n{about}"
     assert torch.isfinite(got.to(torch.float64)).all(), f"non-finite values in the output\n{about}"
     error = relative_l2(got, want)
-    tolerance = DTYPES[dtype][1]
     print(f"relative L2 error {error:.2e} (tolerance {tolerance:.0e})")
     worst = torch.argmax((got.double() - want).abs()).item()
     assert error <= tolerance, (f"relative L2 error {error:.3e} > {tolerance:.0e} (worst at flat index {worst}: "
                                 f"got {got.flatten()[worst].item()!r}, want {want.flatten()[worst].item()!r})\n{about}")
+
+
+# ---- engines: with TENSORACLE_MODEL_TARGET=cuda (or cpu, cuda:N) every model is also built as an engine ----
+# From the f32 network (same weights and inputs as test_model[...-f32]), `tensoracle build --target T
+# --precision P` with a dynamic profile around the input shapes, then `tensoracle run ENGINE` on the
+# same inputs, compared with the float64 PyTorch reference. Unset, these tests skip (CI stays as fast).
+
+TARGET = os.environ.get("TENSORACLE_MODEL_TARGET", "")
+# Relative L2 tolerance by engine precision. fp32 (TF32 off): the f32 tolerance above; the CPU engines
+# measure 1-3e-7 like the reference executor, and another summation order with f32 accumulation
+# (cuBLASLt, the CUDA kernels) changes that by a few u (2^-24 = 6e-8), far below 1e-5. fp16: the f16
+# network tolerance; the engine lowers the f32 network (weights rounded to f16 at build time, casts at
+# the f32 inputs and output, f32 accumulation and statistics), so besides the f16 rounding of each
+# layer's output it has the f16 rounding of weights and inputs, which the float64 reference (from the
+# f32 weights and inputs) does not share: measured 5-7e-4 on the CPU target, like the f16 networks.
+ENGINE_PRECISIONS = {"fp32": 1e-5, "fp16": 1e-2}
+ENGINE_PARAMS = [(m, v, p) for m in models.MODELS for v in SPECS[m].VARIANTS for p in ENGINE_PRECISIONS]
+
+
+def engine_profile(declared: list[int], shape: list[int]) -> str:
+    """MIN:OPT:MAX around the input's shape: each dynamic (-1) dim d ranges over ceil(d/2)..2d with
+    opt d, so the engine is planned for a range and runs at its opt point."""
+    def text(dims):
+        return "x".join(str(d) for d in dims)
+    lo = [(d + 1) // 2 if want == -1 else d for want, d in zip(declared, shape)]
+    hi = [2 * d if want == -1 else d for want, d in zip(declared, shape)]
+    return f"{text(lo)}:{text(shape)}:{text(hi)}"
+
+
+def build_and_run_engine(cli: str, directory: Path, target: str, precision: str, profiles: list[str]):
+    """`tensoracle build` then `tensoracle run` (subprocesses only, so it can run on a thread).
+    Returns (path of the outputs or None, description of the commands)."""
+    stem = f"{target.replace(':', '_')}_{precision}"
+    engine = directory / f"{stem}.engine"
+    outputs = directory / f"{stem}_outputs.safetensors"
+    build = [cli, "build", str(directory / "network.json"), "-o", str(engine), "--target", target,
+             "--precision", precision, "-q"]
+    for p in profiles:
+        build += ["--profile", p]
+    run = [cli, "run", str(engine), "--inputs", str(directory / "inputs.safetensors"), "--output", str(outputs)]
+    log = []
+    for cmd in (build, run):
+        start = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        log.append(f"`{' '.join(cmd)}` took {time.monotonic() - start:.2f} s, exit status {proc.returncode}"
+                   + (f"\nstderr: {proc.stderr.strip()}" if proc.stderr.strip() else ""))
+        if proc.returncode != 0:
+            return None, "\n".join(log)
+    manifest = subprocess.run([cli, "inspect", str(engine)], capture_output=True, text=True, timeout=300)
+    try:
+        kernels = ", ".join(f"{s['layer']}: {s['kernel']}" for s in json.loads(manifest.stdout).get("steps", []))
+    except (ValueError, KeyError, TypeError):
+        kernels = f"(tensoracle inspect failed: {manifest.stderr.strip()})"
+    log.append(f"kernels: {kernels}")
+    return outputs, "\n".join(log)
+
+
+class EngineRuns(dict):
+    def __repr__(self):  # keeps the tensors out of pytest's failure reports
+        return f"<{len(self)} engine runs>"
+
+
+@pytest.fixture(scope="module")
+def engine_runs(request, tmp_path_factory):
+    """Every model/variant written once as an f32 network, then built and run as an engine at every
+    precision, all engines concurrently. Returns {(model, variant, precision): (outputs path or None,
+    reference, description)}."""
+    if not TARGET:
+        pytest.skip("TENSORACLE_MODEL_TARGET is not set; set it to cuda (or cpu) to build every model as "
+                    "fp32 and fp16 engines for that target and compare them with PyTorch")
+    cli = request.getfixturevalue("cli")
+    base = tmp_path_factory.mktemp(f"model_engines_{TARGET.replace(':', '_')}")
+    # Only the engines of the selected tests (e.g. `-k llama`) are built.
+    selected = {(i.callspec.params["model"], i.callspec.params["variant"], i.callspec.params["precision"])
+                for i in request.session.items if getattr(i, "originalname", "") == "test_engine"}
+    wanted = [key for key in ENGINE_PARAMS if key in selected]
+    prepared = {}
+    for model, variant in dict.fromkeys((m, v) for m, v, _ in wanted):
+        directory = base / (model + ("_" + variant if variant else ""))
+        seed = seed_of(model, variant, "f32")  # the data of test_model[...-f32]
+        inputs, want = write_model(model, variant, "f32", directory, seed)
+        declared = {i["name"]: i["shape"] for i in json.loads((directory / "network.json").read_text())["inputs"]}
+        profiles = [f"{n}={engine_profile(declared[n], list(t.shape))}" for n, t in inputs.items()]
+        shapes = {n: list(t.shape) for n, t in inputs.items()}
+        about = (f"seed {seed} (TENSORACLE_MODEL_SEED={SEED}; the data of test_model[{model}"
+                 f"{'_' + variant if variant else ''}-f32]); files kept in {directory}\ninput shapes {shapes}")
+        prepared[model, variant] = directory, profiles, want, about
+    results = EngineRuns()
+    with ThreadPoolExecutor(max_workers=min(len(wanted), max(4, os.cpu_count() or 1))) as pool:
+        futures = {(m, v, p): pool.submit(build_and_run_engine, cli, prepared[m, v][0], TARGET, p, prepared[m, v][1])
+                   for m, v, p in wanted}
+        for key, future in futures.items():
+            _, _, want, about = prepared[key[:2]]
+            try:
+                outputs, log = future.result()
+            except Exception as error:  # one failure must not hide the others
+                outputs, log = None, f"{type(error).__name__}: {error}"
+            results[key] = outputs, want, f"{TARGET} {key[2]} engine; {about}\n{log}"
+    return results
+
+
+@pytest.mark.parametrize("model,variant,precision", ENGINE_PARAMS,
+                         ids=[f"{m}{'_' + v if v else ''}-{p}" for m, v, p in ENGINE_PARAMS])
+def test_engine(engine_runs, model, variant, precision):
+    path, want, about = engine_runs[model, variant, precision]
+    got = None
+    if path is not None:
+        outputs = load_file(str(path))
+        assert "output" in outputs, f"the engine wrote no tensor 'output' (it wrote {sorted(outputs)})\n{about}"
+        got = outputs["output"]
+    # The network's output is f32; lowering keeps f32 at the engine's inputs and outputs.
+    check_output(got, want, torch.float32, ENGINE_PRECISIONS[precision], about)
 
 
 # ---- controls: a small deliberate change to the network must exceed the f32 tolerance ----

@@ -23,6 +23,11 @@ std::vector<std::string> kernel_candidates(const graph::Graph& graph, const grap
 // Scratch bytes the kernel needs (0 for unknown names).
 std::size_t kernel_workspace_bytes(const std::string& kernel);
 
+// Scratch bytes the kernel needs for this layer at these shapes (every tensor id of the graph) on `device`: the
+// library's own answer where the kernel has one (cuDNN and cuBLASLt heuristics), else kernel_workspace_bytes.
+std::size_t kernel_workspace_for(const std::string& kernel, const graph::Graph& graph, const graph::Layer& layer,
+                                 const std::vector<Dims>& shapes, Precision precision, int device);
+
 // Runs each candidate on `device` for the layer at the given concrete shapes (every tensor id of
 // the graph) on random inputs and returns the index of the fastest (median of several runs).
 std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,

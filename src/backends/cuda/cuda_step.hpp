@@ -49,12 +49,19 @@ using LaunchFn = void (*)(const StepLaunch& launch);
 // Whether the kernel can run this layer (dtypes, ranks, attributes) at this precision.
 using SupportsFn = bool (*)(const graph::Graph& graph, const graph::Layer& layer, Precision precision);
 
+// The scratch the kernel needs for this layer at these concrete shapes (every tensor id of the graph), at most
+// KernelEntry::workspace_bytes; called by the builder with the target device current. Host-only queries (library
+// heuristics), no device work.
+using WorkspaceFn = std::size_t (*)(const graph::Graph& graph, const graph::Layer& layer,
+                                    const std::vector<Dims>& shapes, Precision precision);
+
 struct KernelEntry {
   const char* name;  // stable, "<op>_<dtypes>_<variant>" (recorded in engines)
   const char* op;
   SupportsFn supports;
   LaunchFn launch;
-  std::size_t workspace_bytes = 0;  // scratch the kernel needs at most
+  std::size_t workspace_bytes = 0;      // scratch the kernel may use at most
+  WorkspaceFn workspace_for = nullptr;  // what it needs for a given problem (none: workspace_bytes)
 };
 
 // Each family lists its kernels; the registry calls these once (no static initializers).

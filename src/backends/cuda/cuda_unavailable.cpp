@@ -18,6 +18,11 @@ std::vector<std::string> kernel_candidates(const graph::Graph&, const graph::Lay
 
 std::size_t kernel_workspace_bytes(const std::string&) { return 0; }
 
+std::size_t kernel_workspace_for(const std::string&, const graph::Graph&, const graph::Layer&, const std::vector<Dims>&,
+                                 Precision, int) {
+  return 0;
+}
+
 std::size_t time_candidates(const graph::Graph&, const graph::Layer&, const std::vector<Dims>&,
                             const std::vector<std::string>&, Precision, int) {
   return 0;

@@ -23,4 +23,17 @@ Network fold_constants(const Network& network, WeightPool& pool, std::size_t max
 // on entry and f32 outputs cast back on exit; casts and dequantizes to f32 produce `low` instead.
 Network lower_precision(const Network& network, DataType low, WeightPool& pool);  // passes/lower_precision.cpp
 
+// CUDA target: matmul(x, b) + row bias (b and the bias constants) becomes linear(x, bᵀ, bias).
+Network fuse_matmul_bias(const Network& network, WeightPool& pool);  // passes/fuse_epilogues.cpp
+
+// CUDA target: linear / 2D conv (with a bias) followed by a residual add and/or an activation (relu; for linear also
+// tanh-approximated gelu) becomes one layer with the "activation" attribute and the residual as input 3, as cuBLASLt
+// and cuDNN epilogues compute it. conv takes a residual only when an activation follows (cuDNN's fused form).
+Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
+
+// CUDA target: f16/bf16 2D convolutions run channels last (NHWC, where cuDNN's tensor-core kernels need no
+// workspace); max_pool2d and global_avg_pool read channels-last inputs directly, and transposes are inserted only
+// where channels-first tensors enter or leave. Weights are permuted here, once.
+Network to_channels_last(const Network& network, WeightPool& pool);  // passes/channels_last.cpp
+
 }  // namespace tensoracle::builder

@@ -85,10 +85,70 @@ void check_conv_common(InferContext& ctx, const TensorType& x, const TensorType&
   }
 }
 
-// x [N, C, L] or [N, C, H, W], weight [O, C/groups, k...], bias [O].
+// The layout attribute of conv, max_pool2d and global_avg_pool: "nchw" (default) or "nhwc" (channels last: x
+// [N, H, W, C], conv weight [O, kh, kw, C/groups]; the builder's channels-last pass makes these).
+bool channels_last(InferContext& ctx) {
+  const std::string layout = ctx.get_string("layout", "nchw");
+  if (layout != "nchw" && layout != "nhwc") {
+    ctx.fail(fmt::format("attribute 'layout' must be \"nchw\" or \"nhwc\", not \"{}\"", layout));
+  }
+  return layout == "nhwc";
+}
+
+// A channels-last type seen as channels-first ([N, H, W, C] as [N, C, H, W]) and back.
+TensorType to_channels_first(const TensorType& t) {
+  TensorType n = t;
+  n.shape = {t.shape[0], t.shape[3], t.shape[1], t.shape[2]};
+  return n;
+}
+std::vector<DimId> to_channels_last(const std::vector<DimId>& s) { return {s[0], s[2], s[3], s[1]}; }
+
+// conv's fused epilogue (made by the builder): activation "none" or "relu" applied to conv + bias + residual, where
+// the optional input 3 `residual` has the output's dtype and shape.
+void check_conv_epilogue(InferContext& ctx, const TensorType& x, const std::vector<DimId>& out_shape) {
+  const std::string activation = ctx.get_string("activation", "none");
+  if (activation != "none" && activation != "relu") {
+    ctx.fail(fmt::format("attribute 'activation' must be \"none\" or \"relu\", not \"{}\"", activation));
+  }
+  if (!ctx.has_input(3)) return;
+  const TensorType& residual = ctx.input(3, "residual");
+  ctx.require_same_dtype(x, residual);
+  if (residual.rank() != static_cast<int>(out_shape.size())) {
+    ctx.fail(fmt::format("residual '{}' has shape {} but the output has shape {}", residual.name,
+                         ctx.shape_string(residual.shape), ctx.shape_string(out_shape)));
+  }
+  for (std::size_t i = 0; i < out_shape.size(); ++i) {
+    ctx.require_equal(residual.shape[i], out_shape[i],
+                      fmt::format("residual '{}' has shape {} but the output has shape {}", residual.name,
+                                  ctx.shape_string(residual.shape), ctx.shape_string(out_shape)));
+  }
+}
+
+std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, const TensorType& weight);
+
+// x [N, C, L] or [N, C, H, W] (or [N, H, W, C] with layout "nhwc"), weight [O, C/groups, k...] (or [O, kh, kw,
+// C/groups]), bias [O], residual shaped as the output.
 std::vector<OutputType> infer_conv(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
   const TensorType& weight = ctx.input(1, "weight");
+  std::vector<OutputType> out;
+  if (channels_last(ctx)) {
+    if (x.rank() != 4 || weight.rank() != 4) {
+      ctx.fail(
+          fmt::format("layout \"nhwc\" needs x [N, H, W, C] and weight [O, kh, kw, C/groups]; x '{}' has shape "
+                      "{}, weight '{}' has shape {}",
+                      x.name, ctx.shape_string(x.shape), weight.name, ctx.shape_string(weight.shape)));
+    }
+    out = infer_conv_nchw(ctx, to_channels_first(x), to_channels_first(weight));
+    out[0].shape = to_channels_last(out[0].shape);
+  } else {
+    out = infer_conv_nchw(ctx, x, weight);
+  }
+  check_conv_epilogue(ctx, x, out[0].shape);
+  return out;
+}
+
+std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, const TensorType& weight) {
   if (x.rank() != 3 && x.rank() != 4) {
     ctx.fail(fmt::format("x '{}' must have rank 3 ([N, C, L]) or 4 ([N, C, H, W]), but has shape {}", x.name,
                          ctx.shape_string(x.shape)));
@@ -175,10 +235,21 @@ std::vector<OutputType> infer_conv_transpose2d(InferContext& ctx) {
 }
 
 // max_pool2d and avg_pool2d: x [N, C, H, W] -> [N, C, H', W'] with PyTorch's output size rule.
+std::vector<OutputType> infer_pool2d_nchw(InferContext& ctx, const TensorType& x);
+
 std::vector<OutputType> infer_pool2d(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
   ctx.require_dtype(x, kFloatTypes, "x");
   ctx.require_rank(x, 4, "x");
+  if (ctx.op() == "max_pool2d" && channels_last(ctx)) {
+    std::vector<OutputType> out = infer_pool2d_nchw(ctx, to_channels_first(x));
+    out[0].shape = to_channels_last(out[0].shape);
+    return out;
+  }
+  return infer_pool2d_nchw(ctx, x);
+}
+
+std::vector<OutputType> infer_pool2d_nchw(InferContext& ctx, const TensorType& x) {
   if (ctx.get_ints("kernel").empty()) ctx.fail("attribute 'kernel' must be [kh, kw], but is empty");
   const auto kernel = spatial_list(ctx, "kernel", filled(2, 1), 1);
   const auto stride = spatial_list(ctx, "stride", kernel, 1);
@@ -226,6 +297,10 @@ std::vector<OutputType> infer_global_avg_pool(InferContext& ctx) {
   std::vector<DimId> shape(x.shape.size(), ctx.constant(1));
   shape[0] = x.shape[0];
   shape[1] = x.shape[1];
+  if (channels_last(ctx)) {  // x [N, H, W, C] -> [N, C, 1, 1], the same as for channels first
+    ctx.require_rank(x, 4, "x");
+    shape[1] = x.shape[3];
+  }
   return {OutputType{x.dtype, std::move(shape)}};
 }
 
@@ -254,25 +329,30 @@ std::vector<OutputType> infer_resize(InferContext& ctx) {
 void register_convolution_ops(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{"conv",
                       2,
-                      3,
-                      {"stride", "padding", "dilation", "groups"},
+                      4,
+                      {"stride", "padding", "dilation", "groups", "activation", "layout"},
                       infer_conv,
-                      "1D/2D convolution (NCL/NCHW), weight [O, C/groups, k...]"});
+                      "1D/2D convolution (NCL/NCHW or NHWC), weight [O, C/groups, k...]; fused residual and relu"});
   ops.push_back(OpDef{"conv_transpose2d",
                       2,
                       3,
                       {"stride", "padding", "output_padding", "dilation", "groups"},
                       infer_conv_transpose2d,
                       "2D transposed convolution, weight [C, O/groups, kh, kw]"});
-  ops.push_back(
-      OpDef{"max_pool2d", 1, 1, {"kernel", "stride", "padding", "ceil_mode"}, infer_pool2d, "2D max pooling (NCHW)"});
+  ops.push_back(OpDef{"max_pool2d",
+                      1,
+                      1,
+                      {"kernel", "stride", "padding", "ceil_mode", "layout"},
+                      infer_pool2d,
+                      "2D max pooling (NCHW or NHWC)"});
   ops.push_back(OpDef{"avg_pool2d",
                       1,
                       1,
                       {"kernel", "stride", "padding", "ceil_mode", "count_include_pad"},
                       infer_pool2d,
                       "2D average pooling (NCHW)"});
-  ops.push_back(OpDef{"global_avg_pool", 1, 1, {}, infer_global_avg_pool, "mean over the spatial dims, kept as 1"});
+  ops.push_back(
+      OpDef{"global_avg_pool", 1, 1, {"layout"}, infer_global_avg_pool, "mean over the spatial dims, kept as 1"});
   ops.push_back(OpDef{"resize",
                       1,
                       1,

@@ -78,6 +78,19 @@ std::vector<OutputType> infer_linear(InferContext& ctx) {
   }
   std::vector<DimId> shape = x.shape;
   shape.back() = out;
+  // The fused epilogue (made by the builder): activation(x·Wᵀ + bias + residual).
+  const std::string activation = ctx.get_string("activation", "none");
+  if (activation != "none" && activation != "relu" && activation != "gelu_tanh") {
+    ctx.fail(fmt::format("attribute 'activation' must be \"none\", \"relu\" or \"gelu_tanh\", not \"{}\"", activation));
+  }
+  if (ctx.has_input(3)) {
+    const TensorType& residual = ctx.input(3, "residual");
+    ctx.require_same_dtype(x, residual);
+    const std::string what = fmt::format("residual '{}' has shape {} but the output has shape {}", residual.name,
+                                         ctx.shape_string(residual.shape), ctx.shape_string(shape));
+    if (residual.rank() != static_cast<int>(shape.size())) ctx.fail(what);
+    for (std::size_t i = 0; i < shape.size(); ++i) ctx.require_equal(residual.shape[i], shape[i], what);
+  }
   return {OutputType{x.dtype, std::move(shape)}};
 }
 
@@ -90,7 +103,12 @@ void register_linear_algebra_ops(std::vector<OpDef>& ops) {
                       {"transpose_a", "transpose_b"},
                       infer_matmul,
                       "a [..., M, K] · b [..., K, N] with broadcast batch dims"});
-  ops.push_back(OpDef{"linear", 2, 3, {}, infer_linear, "x [..., in] · weight[out, in]ᵀ + bias[out]"});
+  ops.push_back(OpDef{"linear",
+                      2,
+                      4,
+                      {"activation"},
+                      infer_linear,
+                      "activation(x [..., in] · weight[out, in]ᵀ + bias[out] + residual)"});
 }
 
 }  // namespace tensoracle::graph

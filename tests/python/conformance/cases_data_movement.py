@@ -90,6 +90,8 @@ def reshape_cases():
              lambda t: {"y": t["x"].reshape(2, 7, 4, 6)}, dynamic={"x": [-1, -1, 24]}),
         Case("reshape_dynamic_merge_bf16", one("reshape", ["x"], {"shape": [-1, 6]}), {"x": make(5, 4, 3, dtype=torch.bfloat16)},
              lambda t: {"y": t["x"].reshape(-1, 6)}, dynamic={"x": [-1, 4, 3]}),
+        Case("reshape_words_f16", one("reshape", ["x"], {"shape": [-1]}), {"x": make(4, 64, dtype=torch.float16)},
+             lambda t: {"y": t["x"].reshape(-1)}),
         Case("reshape_dynamic_no_infer_bool", one("reshape", ["x"], {"shape": [0, 2, 2]}), {"x": make(3, 4, dtype=torch.bool)},
              lambda t: {"y": t["x"].reshape(3, 2, 2)}, dynamic={"x": [-1, 4]}),
     ]
@@ -114,7 +116,20 @@ def transpose_cases():
              lambda t: {"y": t["x"].permute(2, 1, 0)}),
         Case("transpose_dynamic_f16", one("transpose", ["x"], {"perm": [0, 2, 1, 3]}), {"x": make(2, 7, 3, 5, dtype=torch.float16)},
              lambda t: {"y": t["x"].permute(0, 2, 1, 3)}, dynamic={"x": [-1, -1, 3, 5]}),
+        Case("transpose_heads_odd_f16", one("transpose", ["x"], {"perm": [0, 2, 1, 3]}), {"x": make(3, 5, 4, 7, dtype=torch.float16)},
+             lambda t: {"y": t["x"].permute(0, 2, 1, 3)}),
+        Case("transpose_nchw_nhwc_f16", one("transpose", ["x"], {"perm": [0, 2, 3, 1]}), {"x": make(2, 16, 9, 10, dtype=torch.float16)},
+             lambda t: {"y": t["x"].permute(0, 2, 3, 1)}),
+        Case("transpose_2d_tiled_f32", one("transpose", ["x"], {"perm": [1, 0]}), {"x": make(65, 33)},
+             lambda t: {"y": t["x"].t()}),
     ]
+    # The CUDA kernel's paths: runs of the last axis moved as 16-byte words; a shared-memory tile transpose of the
+    # last two axes (with part-full tiles).
+    for dt in (torch.float32, torch.float16, torch.int8, torch.float64):
+        cases.append(Case(f"transpose_heads_{tag(dt)}", one("transpose", ["x"], {"perm": [0, 2, 1, 3]}),
+                          {"x": make(4, 16, 12, 64, dtype=dt)}, lambda t: {"y": t["x"].permute(0, 2, 1, 3)}))
+        cases.append(Case(f"transpose_tiled_{tag(dt)}", one("transpose", ["x"], {"perm": [0, 2, 1]}),
+                          {"x": make(3, 40, 70, dtype=dt)}, lambda t: {"y": t["x"].permute(0, 2, 1)}))
     return cases
 
 
@@ -146,6 +161,8 @@ def slice_cases():
         slice_case("slice_dynamic_reverse_f32", make(6, 4), [-1], [INT64_MIN], [0], [-2], dynamic={"x": [-1, 4]}),
         slice_case("slice_dynamic_one_row_f32", make(1, 4), [1], [-1], [0], [3], dynamic={"x": [-1, 4]}),
         slice_case("slice_dynamic_middle_u8", make(13, 4, dtype=torch.uint8), [1], [-1], [0], [3], dynamic={"x": [-1, -1]}),
+        slice_case("slice_words_last_f16", make(6, 64, dtype=torch.float16), [8], [40], [1]),
+        slice_case("slice_words_rows_f32", make(10, 32), [2], [9], [0]),
     ]
     return cases
 
@@ -175,6 +192,12 @@ def concat_cases():
              {"past": make(1, 2, 5, 4), "new": make(1, 2, 1, 4)},
              lambda t: {"y": torch.cat([t["past"], t["new"]], 2)},
              dynamic={"past": [-1, 2, -1, 4], "new": [-1, 2, -1, 4]}),
+        Case("concat_words_last_f16", one("concat", ["a", "b"], {"axis": -1}),
+             {"a": make(4, 3, 40, dtype=torch.float16), "b": make(4, 3, 24, dtype=torch.float16)},
+             lambda t: {"y": torch.cat([t["a"], t["b"]], -1)}),
+        Case("concat_ten_f32", one("concat", [f"x{i}" for i in range(10)], {"axis": 1}),
+             {f"x{i}": make(2, i + 1, 3) for i in range(10)},
+             lambda t: {"y": torch.cat([t[f"x{i}"] for i in range(10)], 1)}),
     ]
     return cases
 
@@ -195,6 +218,12 @@ def split_cases():
         Case("split_dynamic_qkv_f16", one("split", ["x"], {"sizes": [8, 4, 4], "axis": -1}, ["q", "k", "v"]),
              {"x": make(2, 5, 16, dtype=torch.float16)},
              lambda t: dict(zip("qkv", torch.split(t["x"], [8, 4, 4], -1))), dynamic={"x": [-1, -1, 16]}),
+        Case("split_words_qkv_f16", one("split", ["x"], {"sizes": [32, 32, 32], "axis": -1}, ["q", "k", "v"]),
+             {"x": make(2, 8, 96, dtype=torch.float16)},
+             lambda t: dict(zip("qkv", torch.split(t["x"], [32, 32, 32], -1)))),
+        Case("split_ten_f32", one("split", ["x"], {"sizes": [2] * 10, "axis": 1}, [f"y{i}" for i in range(10)]),
+             {"x": make(3, 20)},
+             lambda t: {f"y{i}": p for i, p in enumerate(torch.split(t["x"], [2] * 10, 1))}),
     ]
     return cases
 
@@ -286,6 +315,8 @@ def expand_cases():
              lambda t: {"y": t["x"].expand(2, -1, 6).clone()}, dynamic={"x": [-1, -1]}),
         Case("expand_dynamic_stretch_f32", one("expand", ["x"], {"shape": [4, 6]}), {"x": make(1, 6)},
              lambda t: {"y": t["x"].expand(4, 6).clone()}, dynamic={"x": [-1, 6]}),
+        Case("expand_words_rows_f16", one("expand", ["x"], {"shape": [7, 64]}), {"x": make(1, 64, dtype=torch.float16)},
+             lambda t: {"y": t["x"].expand(7, 64).clone()}),
     ]
     return cases
 

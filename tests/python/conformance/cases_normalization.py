@@ -87,6 +87,16 @@ def layer_norm_cases():
     out.append(case("size1", randn(4, 1), "f32"))
     out.append(case("empty_batch", randn(0, 16), "f32"))
     out.append(case("empty_row", randn(3, 0), "f32"))
+    # The CUDA kernel's row paths: 8 lanes, a warp, a block (rows in registers), and longer rows; 16-byte vectors where
+    # the row length allows them, one element at a time where it doesn't; row counts that leave a block part-full.
+    for dtype, name in FLOATS:
+        out.append(case("rows100", randn(41, 100, dtype=dtype), name))
+        out.append(case("rows1000", randn(37, 1000, dtype=dtype), name))
+        out.append(case("rows1001", randn(5, 1001, dtype=dtype), name))
+        out.append(case("rows4096", randn(3, 4096, dtype=dtype), name))
+        out.append(case("rows20000", randn(2, 20000, dtype=dtype), name))
+    out.append(case("rows768_no_affine", randn(9, 768, dtype=torch.float16), "f16", weight=False, bias=False))
+    out.append(case("rows768_offset", randn(5, 768) + 1000.0, "f32"))
     return out
 
 
@@ -115,6 +125,12 @@ def rms_norm_cases():
     out.append(case("zeros", torch.zeros(2, 8), "f32"))
     out.append(case("size1", randn(4, 1), "f32"))
     out.append(case("empty_batch", randn(0, 16), "f32"))
+    for dtype, name in FLOATS:
+        out.append(case("rows100", randn(41, 100, dtype=dtype), name))
+        out.append(case("rows1000", randn(37, 1000, dtype=dtype), name))
+        out.append(case("rows1001", randn(5, 1001, dtype=dtype), name))
+        out.append(case("rows20000", randn(2, 20000, dtype=dtype), name))
+    out.append(case("rows768_no_weight", randn(9, 768, dtype=torch.float16), "f16", weight=False))
     return out
 
 

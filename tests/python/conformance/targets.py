@@ -22,6 +22,13 @@ def target() -> str:
     return os.environ.get("TENSORACLE_CONFORMANCE_TARGET", "")
 
 
+def sanitizer_prefix() -> list[str]:
+    """TENSORACLE_CONFORMANCE_SANITIZER=memcheck|racecheck|synccheck|initcheck runs each engine under
+    compute-sanitizer with that tool (any error fails the case)."""
+    tool = os.environ.get("TENSORACLE_CONFORMANCE_SANITIZER", "")
+    return ["compute-sanitizer", "--tool", tool, "--error-exitcode", "97"] if tool else []
+
+
 def shape_text(shape) -> str:
     return "x".join(str(d) for d in shape) if len(shape) else "scalar"
 
@@ -39,12 +46,13 @@ def run_case_on_target(case: Case, directory: Path, cli: str, target_name: str) 
     if proc.returncode != 0:
         return [f"tensoracle build --target {target_name} failed ({proc.returncode}): {proc.stderr.strip()}"]
     out = directory / f"{target_name}_outputs.safetensors"
-    cmd = [cli, "run", str(engine), "--output", str(out)]
+    cmd = sanitizer_prefix() + [cli, "run", str(engine), "--output", str(out)]
     if case.inputs:
         cmd += ["--inputs", str(directory / "inputs.safetensors")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
-        return [f"tensoracle run ({target_name} engine) failed ({proc.returncode}): {proc.stderr.strip()}"]
+        return [f"tensoracle run ({target_name} engine) failed ({proc.returncode}): {proc.stderr.strip()}"
+                f"{proc.stdout.strip()[-3000:] if sanitizer_prefix() else ''}"]
     reference = directory / "outputs.safetensors"
     cmd = [cli, "compare", str(out), str(reference)]
     dtypes = set(safetensors_dtypes(reference).values())

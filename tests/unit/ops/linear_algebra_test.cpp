@@ -261,7 +261,7 @@ TEST(LinearAlgebraLinear, RejectsScalarXAndBadDtypes) {
   EXPECT_TRUE(FailsWith([&] { net.add_layer("linear", {x, w, bh}, {}, "fc"); }, {"'x' (f32) and 'bh' (f16)"}));
   EXPECT_TRUE(FailsWith([&] { net.add_layer("linear", {xi, w}, {}, "fc"); }, {"x 'xi' has dtype i8"}));
   EXPECT_TRUE(
-      FailsWith([&] { net.add_layer("linear", {x}, {}, "fc"); }, {"layer 'fc' (linear)", "takes 2 to 3 inputs"}));
+      FailsWith([&] { net.add_layer("linear", {x}, {}, "fc"); }, {"layer 'fc' (linear)", "takes 2 to 4 inputs"}));
 }
 
 }  // namespace

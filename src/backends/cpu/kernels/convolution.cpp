@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -59,7 +60,34 @@ std::array<Axis, 2> conv_axes(const KernelContext& ctx, const Dims& x, const Dim
   return axes;
 }
 
-void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vector<double> y) {
+bool channels_last(const KernelContext& ctx) { return ctx.get_string("layout", "nchw") == "nhwc"; }
+
+// [N, H, W, C] -> [N, C, H, W] (to_channels_first) and back (to_channels_last); elements are moved as bytes.
+HostTensor permute_channels(const TensorRef& t, bool to_first) {
+  const Dims& s = t.shape;
+  const std::int64_t n = s[0], h = to_first ? s[1] : s[2], w = to_first ? s[2] : s[3], c = to_first ? s[3] : s[1];
+  HostTensor r(t.dtype, to_first ? Dims{n, c, h, w} : Dims{n, h, w, c});
+  const std::size_t e = element_size(t.dtype);
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (std::int64_t y = 0; y < h; ++y) {
+      for (std::int64_t x = 0; x < w; ++x) {
+        for (std::int64_t k = 0; k < c; ++k) {
+          const std::int64_t first = ((b * c + k) * h + y) * w + x, last = ((b * h + y) * w + x) * c + k;
+          const std::int64_t from = to_first ? last : first, to = to_first ? first : last;
+          std::memcpy(r.bytes.data() + static_cast<std::size_t>(to) * e,
+                      t.bytes.data() + static_cast<std::size_t>(from) * e, e);
+        }
+      }
+    }
+  }
+  return r;
+}
+HostTensor to_channels_first(const TensorRef& t) { return permute_channels(t, true); }
+HostTensor to_channels_last(const TensorRef& t) { return permute_channels(t, false); }
+
+// out (channels first) = y + bias[channel]; for conv also the fused epilogue: + residual, then the activation. The
+// sum is rounded once, to out's dtype.
+void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vector<double> y, bool epilogue = false) {
   if (ctx.has_input(2) && !y.empty()) {
     const std::vector<double> bias = to_f64(ctx.input(2));
     const std::int64_t channels = out.shape[1], plane = out.shape[2] * (out.shape.rank() == 4 ? out.shape[3] : 1);
@@ -67,16 +95,22 @@ void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vec
       y[i] += bias[static_cast<std::size_t>(static_cast<std::int64_t>(i) / plane % channels)];
     }
   }
+  if (epilogue && ctx.has_input(3)) {
+    HostTensor first = channels_last(ctx) ? to_channels_first(ctx.input(3)) : HostTensor();
+    const std::vector<double> residual = channels_last(ctx) ? to_f64(first) : to_f64(ctx.input(3));
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i];
+  }
+  if (epilogue && ctx.get_string("activation", "none") == "relu") {
+    for (double& v : y) v = v < 0.0 ? 0.0 : v;  // as the relu kernel
+  }
   from_f64(out, y);
 }
 
 // ---- conv: per sample and group, im2col then weight [O/g, C/g·kh·kw] · cols [C/g·kh·kw, OH·OW] ----
 
+// x, w and out channels first.
 template <typename T>
-void conv(KernelContext& ctx) {
-  const TensorRef& x = ctx.input(0);
-  const TensorRef& w = ctx.input(1);
-  const TensorRef& out = ctx.output(0);
+void conv(KernelContext& ctx, const TensorRef& x, const TensorRef& w, const TensorRef& out) {
   const std::array<Axis, 2> axes = conv_axes(ctx, x.shape, w.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const std::int64_t batch = x.shape[0], channels = x.shape[1], out_channels = out.shape[1];
@@ -110,7 +144,7 @@ void conv(KernelContext& ctx) {
            y.data() + (n * out_channels + g * group_out) * out_plane);
     }
   }
-  add_bias_and_store(ctx, out, std::vector<double>(y.begin(), y.end()));
+  add_bias_and_store(ctx, out, std::vector<double>(y.begin(), y.end()), true);
 }
 
 // ---- conv_transpose2d: per sample and group, cols = weightᵀ [O/g·kh·kw, C/g] · x [C/g, H·W], then col2im ----
@@ -158,9 +192,24 @@ void conv_transpose2d(KernelContext& ctx) {
 }
 
 // f64 runs in double (dgemm); every other float dtype in float (sgemm, fp32 accumulation).
+// Channels last runs as channels first on permuted copies.
 void conv_kernel(KernelContext& ctx) {
-  if (ctx.input(0).dtype == DataType::kF64) return conv<double>(ctx);
-  conv<float>(ctx);
+  const bool f64 = ctx.input(0).dtype == DataType::kF64;
+  if (!channels_last(ctx)) {
+    if (f64) return conv<double>(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
+    return conv<float>(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
+  }
+  HostTensor x = to_channels_first(ctx.input(0));
+  HostTensor w = to_channels_first(ctx.input(1));
+  const TensorRef& out = ctx.output(0);
+  HostTensor y(out.dtype, Dims{out.shape[0], out.shape[3], out.shape[1], out.shape[2]});
+  if (f64) {
+    conv<double>(ctx, x, w, y);
+  } else {
+    conv<float>(ctx, x, w, y);
+  }
+  const HostTensor back = to_channels_last(y);
+  std::memcpy(out.bytes.data(), back.bytes.data(), back.bytes.size());
 }
 
 void conv_transpose2d_kernel(KernelContext& ctx) {
@@ -196,9 +245,8 @@ void for_each_output(const TensorRef& out, F f) {
   }
 }
 
-void max_pool2d_kernel(KernelContext& ctx) {
-  const TensorRef& x = ctx.input(0);
-  const TensorRef& out = ctx.output(0);
+// x and out channels first.
+void max_pool2d(const KernelContext& ctx, const TensorRef& x, const TensorRef& out) {
   const std::array<Axis, 2> axes = pool_axes(ctx, x.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const std::vector<double> vx = to_f64(x);
@@ -217,6 +265,16 @@ void max_pool2d_kernel(KernelContext& ctx) {
     y[at] = best;
   });
   from_f64(out, y);
+}
+
+void max_pool2d_kernel(KernelContext& ctx) {
+  if (!channels_last(ctx)) return max_pool2d(ctx, ctx.input(0), ctx.output(0));
+  HostTensor x = to_channels_first(ctx.input(0));
+  const TensorRef& out = ctx.output(0);
+  HostTensor y(out.dtype, Dims{out.shape[0], out.shape[3], out.shape[1], out.shape[2]});
+  max_pool2d(ctx, x, y);
+  const HostTensor back = to_channels_last(y);
+  std::memcpy(out.bytes.data(), back.bytes.data(), back.bytes.size());
 }
 
 void avg_pool2d_kernel(KernelContext& ctx) {
@@ -247,7 +305,9 @@ void avg_pool2d_kernel(KernelContext& ctx) {
 
 // Mean over every spatial dim of [N, C, ...]; an empty spatial extent gives NaN (0/0), as torch.mean.
 void global_avg_pool_kernel(KernelContext& ctx) {
-  const TensorRef& x = ctx.input(0);
+  const bool last = channels_last(ctx);
+  HostTensor first = last ? to_channels_first(ctx.input(0)) : HostTensor();
+  const TensorRef x = last ? TensorRef(first) : ctx.input(0);
   const TensorRef& out = ctx.output(0);
   const std::vector<double> vx = to_f64(x);
   const std::size_t planes = out.size();

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernel_context.hpp"
@@ -64,6 +66,18 @@ void linear(KernelContext& ctx) {
   if (ctx.has_input(2)) {
     const std::vector<double> bias = to_f64(ctx.input(2));
     for (std::size_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
+  }
+  // The fused epilogue (made by the builder): + residual, then the activation; still one rounding.
+  if (ctx.has_input(3)) {
+    const std::vector<double> residual = to_f64(ctx.input(3));
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i];
+  }
+  const std::string activation = ctx.get_string("activation", "none");
+  if (activation == "relu") {
+    for (double& v : y) v = v < 0.0 ? 0.0 : v;  // as the relu kernel
+  } else if (activation == "gelu_tanh") {
+    constexpr double kSqrt2_Pi = 0.79788456080286535588;  // sqrt(2/pi), as the gelu kernel
+    for (double& v : y) v = 0.5 * v * (1.0 + std::tanh(kSqrt2_Pi * (v + 0.044715 * v * v * v)));
   }
   from_f64(out, y);
 }

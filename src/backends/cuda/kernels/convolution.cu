@@ -153,10 +153,16 @@ struct ConvShape {
   std::int64_t groups = 1;
 };
 
+// Channels last (the builder's "layout": "nhwc"): x [N, H, W, C], weight [O, kh, kw, C/g], y [N, OH, OW, O].
+bool channels_last(const StepLaunch& launch) { return launch.attrs->get_string("layout", "nchw") == "nhwc"; }
+
+Dims channels_first_dims(const Dims& d) { return Dims{d[0], d[3], d[1], d[2]}; }
+
 ConvShape conv_shape(const StepLaunch& launch) {
-  const Dims& x = launch.inputs.at(0).shape;
-  const Dims& weight = launch.inputs.at(1).shape;
-  const Dims& y = launch.outputs.at(0).shape;
+  const bool last = channels_last(launch);
+  const Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
+  const Dims weight = last ? channels_first_dims(launch.inputs.at(1).shape) : launch.inputs.at(1).shape;
+  const Dims y = last ? channels_first_dims(launch.outputs.at(0).shape) : launch.outputs.at(0).shape;
   if (x.rank() != 3 && x.rank() != 4) launch.attrs->fail("x must have rank 3 or 4 for the CUDA convolution kernels");
   ConvShape s;
   s.n = x[0];
@@ -443,6 +449,7 @@ bool fits_cudnn(const ConvShape& s) {
 }
 
 void make_cudnn_conv(const StepLaunch& launch, const ConvShape& s, bool transpose, CudnnConv& d) {
+  const cudnnTensorFormat_t format = !transpose && channels_last(launch) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const DataType dtype = launch.inputs.at(0).dtype;
   const cudnnDataType_t type = cudnn_type(dtype);
   const cudnnDataType_t compute = dtype == DataType::kF64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -455,13 +462,12 @@ void make_cudnn_conv(const StepLaunch& launch, const ConvShape& s, bool transpos
   check_cudnn(cudnnCreateTensorDescriptor(&d.out.d), "cudnnCreateTensorDescriptor", launch);
   check_cudnn(cudnnCreateFilterDescriptor(&d.filter.d), "cudnnCreateFilterDescriptor", launch);
   check_cudnn(cudnnCreateConvolutionDescriptor(&d.conv.d), "cudnnCreateConvolutionDescriptor", launch);
-  check_cudnn(cudnnSetTensor4dDescriptor(d.in.d, CUDNN_TENSOR_NCHW, type, i(s.n), i(in_c), i(in_h), i(in_w)),
+  check_cudnn(cudnnSetTensor4dDescriptor(d.in.d, format, type, i(s.n), i(in_c), i(in_h), i(in_w)),
               "cudnnSetTensor4dDescriptor", launch);
-  check_cudnn(cudnnSetTensor4dDescriptor(d.out.d, CUDNN_TENSOR_NCHW, type, i(s.n), i(out_c), i(out_h), i(out_w)),
+  check_cudnn(cudnnSetTensor4dDescriptor(d.out.d, format, type, i(s.n), i(out_c), i(out_h), i(out_w)),
               "cudnnSetTensor4dDescriptor", launch);
-  check_cudnn(
-      cudnnSetFilter4dDescriptor(d.filter.d, type, CUDNN_TENSOR_NCHW, i(out_c), i(in_c / s.groups), i(s.kh), i(s.kw)),
-      "cudnnSetFilter4dDescriptor", launch);
+  check_cudnn(cudnnSetFilter4dDescriptor(d.filter.d, type, format, i(out_c), i(in_c / s.groups), i(s.kh), i(s.kw)),
+              "cudnnSetFilter4dDescriptor", launch);
   check_cudnn(cudnnSetConvolution2dDescriptor(d.conv.d, i(s.ph), i(s.pw), i(s.sh), i(s.sw), i(s.dh), i(s.dw),
                                               CUDNN_CROSS_CORRELATION, compute),
               "cudnnSetConvolution2dDescriptor", launch);
@@ -497,9 +503,21 @@ struct AlgoChoice {
 };
 // What a thread keeps per problem: the choice and, when cuDNN runs it, its descriptors (math type set), so that a
 // launch after the first only binds the stream and enqueues.
+struct ActivationDesc {
+  cudnnActivationDescriptor_t d = nullptr;
+  ActivationDesc() = default;
+  ActivationDesc(const ActivationDesc&) = delete;
+  ActivationDesc& operator=(const ActivationDesc&) = delete;
+  ~ActivationDesc() {
+    if (d != nullptr) cudnnDestroyActivationDescriptor(d);
+  }
+};
 struct ConvPlan {
   AlgoChoice choice;
   std::unique_ptr<CudnnConv> desc;
+  // The fused epilogue's (relu; cudnnConvolutionBiasActivationForward): the bias [1, O, 1, 1] and the activation.
+  std::unique_ptr<TensorDesc> bias;
+  std::unique_ptr<ActivationDesc> activation;
 };
 using ProblemKey = std::array<std::int64_t, 22>;
 
@@ -525,7 +543,7 @@ ProblemKey problem_key(const StepLaunch& launch, const ConvShape& s, bool transp
           s.dh,
           s.dw,
           s.groups,
-          0};
+          (channels_last(launch) ? 1 : 0) + (launch.attrs->get_string("activation", "none") == "relu" ? 2 : 0)};
 }
 
 // Per thread (descriptors and handles are used by one thread at a time). Bounded: a network with dynamic shapes that
@@ -621,13 +639,63 @@ __global__ void fill_bias_kernel(const T* __restrict__ bias, T* __restrict__ y, 
 
 void fill_bias(const StepLaunch& launch, const void* bias, const ConvShape& s) {
   const std::int64_t total = s.n * s.o * s.oh * s.ow;
+  const bool last = channels_last(launch);  // the channel is the innermost dim: plane 1
   const bool handled = dispatch_float(launch.outputs.at(0).dtype, [&](auto tag) {
     using T = decltype(tag);
     fill_bias_kernel<T><<<grid_for(total), kThreads, 0, launch.stream>>>(
-        static_cast<const T*>(bias), static_cast<T*>(launch.outputs.at(0).data), total, s.oh * s.ow, s.o);
+        static_cast<const T*>(bias), static_cast<T*>(launch.outputs.at(0).data), total, last ? 1 : s.oh * s.ow, s.o);
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA convolution kernel");
   check_launch(launch);
+}
+
+// The fused epilogue after a direct convolution: y = relu(y + residual) (either part optional), in f32 (f64).
+template <typename T>
+__global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ residual, std::int64_t total, bool relu) {
+  using A = Accum<T>;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    A v = static_cast<A>(y[i]);
+    if (residual != nullptr) v += static_cast<A>(residual[i]);
+    if (relu && v < A(0)) v = A(0);
+    y[i] = static_cast<T>(v);
+  }
+}
+
+// What the builder fused into a conv: input 3 (residual) and the relu.
+struct ConvEpilogue {
+  const void* residual = nullptr;
+  bool relu = false;
+  bool any() const { return residual != nullptr || relu; }
+};
+ConvEpilogue conv_epilogue(const StepLaunch& launch) {
+  ConvEpilogue e;
+  e.residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
+  e.relu = launch.attrs->get_string("activation", "none") == "relu";
+  return e;
+}
+
+void run_epilogue(const StepLaunch& launch, const ConvEpilogue& e, const ConvShape& s) {
+  const std::int64_t total = s.n * s.o * s.oh * s.ow;
+  if (!e.any() || total == 0) return;
+  const bool handled = dispatch_float(launch.outputs.at(0).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    epilogue_kernel<T><<<grid_for(total), kThreads, 0, launch.stream>>>(
+        static_cast<T*>(launch.outputs.at(0).data), static_cast<const T*>(e.residual), total, e.relu);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA convolution kernel");
+  check_launch(launch);
+}
+
+// The direct kernel and then the fused epilogue; channels last has no direct kernel.
+template <bool kTranspose>
+void run_conv_fallback(const StepLaunch& launch, const ConvShape& s) {
+  if (channels_last(launch)) {
+    throw CudaError(layer_name(launch) +
+                    ": cuDNN cannot run this channels-last convolution and there is no direct kernel for it");
+  }
+  run_conv_direct<kTranspose>(launch, s);
+  if constexpr (!kTranspose) run_epilogue(launch, conv_epilogue(launch), s);
 }
 
 // conv (kTranspose = false) through cudnnConvolutionForward, conv_transpose2d through cudnnConvolutionBackwardData.
@@ -646,7 +714,7 @@ void launch_conv_cudnn(const StepLaunch& launch) {
     const std::int64_t fw = (s.ow + 2 * s.pw - s.dw * (s.kw - 1) - 1) / s.sw + 1;
     geometry_ok = fh == s.h && fw == s.w;
   }
-  if (!geometry_ok) return run_conv_direct<kTranspose>(launch, s);
+  if (!geometry_ok) return run_conv_fallback<kTranspose>(launch, s);
 
   cudnnHandle_t handle = cudnn_handle(launch);
   int device = 0;
@@ -665,13 +733,26 @@ void launch_conv_cudnn(const StepLaunch& launch) {
     if (plan.choice.use_cudnn) {
       check_cudnn(cudnnSetConvolutionMathType(plan.desc->conv.d, plan.choice.math), "cudnnSetConvolutionMathType",
                   launch);
+      if (!kTranspose && conv_epilogue(launch).relu) {
+        const DataType dtype = launch.outputs.at(0).dtype;
+        plan.bias = std::make_unique<TensorDesc>();
+        plan.activation = std::make_unique<ActivationDesc>();
+        check_cudnn(cudnnCreateTensorDescriptor(&plan.bias->d), "cudnnCreateTensorDescriptor", launch);
+        check_cudnn(
+            cudnnSetTensor4dDescriptor(plan.bias->d, channels_last(launch) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                       cudnn_type(dtype), 1, static_cast<int>(s.o), 1, 1),
+            "cudnnSetTensor4dDescriptor", launch);
+        check_cudnn(cudnnCreateActivationDescriptor(&plan.activation->d), "cudnnCreateActivationDescriptor", launch);
+        check_cudnn(cudnnSetActivationDescriptor(plan.activation->d, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+                    "cudnnSetActivationDescriptor", launch);
+      }
     } else {
       plan.desc.reset();
     }
     it = cache.emplace(key, std::move(plan)).first;
   }
   ConvPlan& plan = it->second;
-  if (!plan.choice.use_cudnn) return run_conv_direct<kTranspose>(launch, s);
+  if (!plan.choice.use_cudnn) return run_conv_fallback<kTranspose>(launch, s);
   const CudnnConv& d = *plan.desc;
   const AlgoChoice& choice = plan.choice;
 
@@ -679,6 +760,22 @@ void launch_conv_cudnn(const StepLaunch& launch) {
   const DeviceTensor& weight = launch.inputs.at(1);
   const void* bias = launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
   void* y = launch.outputs.at(0).data;
+  const ConvEpilogue epilogue = kTranspose ? ConvEpilogue{} : conv_epilogue(launch);
+  if (epilogue.relu && bias != nullptr && plan.activation != nullptr) {
+    // relu(conv + alpha2 · z + bias), z the residual (or y itself with alpha2 = 0); f16/bf16 accumulate in f32.
+    const float one = 1.0F, zero = 0.0F;
+    const void* z = epilogue.residual != nullptr ? epilogue.residual : y;
+    const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
+        handle, &one, d.in.d, x.data, d.filter.d, weight.data, d.conv.d,
+        static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), launch.workspace, limit,
+        epilogue.residual != nullptr ? &one : &zero, d.out.d, z, plan.bias->d, bias, plan.activation->d, d.out.d, y);
+    if (is_refusal(status)) {
+      plan.choice.use_cudnn = false;
+      plan.desc.reset();
+      return run_conv_fallback<kTranspose>(launch, s);
+    }
+    return check_cudnn(status, "cudnnConvolutionBiasActivationForward", launch);
+  }
   if (bias != nullptr) fill_bias(launch, bias, s);
   const double alpha_d = 1.0, beta_d = bias != nullptr ? 1.0 : 0.0;
   const float alpha_f = 1.0F, beta_f = bias != nullptr ? 1.0F : 0.0F;
@@ -701,9 +798,44 @@ void launch_conv_cudnn(const StepLaunch& launch) {
   if (is_refusal(status)) {
     plan.choice.use_cudnn = false;  // the direct kernel writes every output element, bias included
     plan.desc.reset();
-    return run_conv_direct<kTranspose>(launch, s);
+    return run_conv_fallback<kTranspose>(launch, s);
   }
   check_cudnn(status, call, launch);
+  run_epilogue(launch, epilogue, s);  // an epilogue without a bias (the builder fuses only with one)
+}
+
+// The workspace of the algorithm a forward convolution will pick (the heuristic's first that fits
+// kCudnnWorkspaceBytes) at these shapes; 0 when the direct kernel runs it.
+std::size_t conv_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
+                           Precision precision) {
+  graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  StepLaunch launch;
+  launch.layer = &layer;
+  launch.attrs = &attrs;
+  launch.precision = precision;
+  auto tensor = [&](std::int32_t id) {
+    DeviceTensor t;
+    if (id >= 0) {
+      t.dtype = graph.tensor(id).dtype;
+      t.shape = shapes.at(static_cast<std::size_t>(id));
+    }
+    return t;
+  };
+  for (auto id : layer.inputs) launch.inputs.push_back(tensor(id));
+  for (auto id : layer.outputs) launch.outputs.push_back(tensor(id));
+  const ConvShape s = conv_shape(launch);
+  if (s.n * s.o * s.oh * s.ow == 0 || !fits_cudnn(s)) return 0;
+  cudnnHandle_t handle = cudnn_handle(launch);
+  CudnnConv d;
+  make_cudnn_conv(launch, s, false, d);
+  const AlgoChoice choice = choose_forward(launch, handle, d, kCudnnWorkspaceBytes);
+  if (!choice.use_cudnn) return 0;
+  check_cudnn(cudnnSetConvolutionMathType(d.conv.d, choice.math), "cudnnSetConvolutionMathType", launch);
+  std::size_t bytes = 0;
+  check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, d.in.d, d.filter.d, d.conv.d, d.out.d,
+                                                      static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), &bytes),
+              "cudnnGetConvolutionForwardWorkspaceSize", launch);
+  return bytes;
 }
 
 // ---- pooling ----
@@ -711,14 +843,17 @@ void launch_conv_cudnn(const StepLaunch& launch) {
 struct PoolShape {
   std::int64_t planes = 1, h = 1, w = 1, oh = 1, ow = 1;
   std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  std::int64_t channels = 1;  // channels last: planes = N · channels
   bool count_include_pad = true;
 };
 
 PoolShape pool_shape(const StepLaunch& launch) {
-  const Dims& x = launch.inputs.at(0).shape;
-  const Dims& y = launch.outputs.at(0).shape;
+  const bool last = channels_last(launch);
+  const Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
+  const Dims y = last ? channels_first_dims(launch.outputs.at(0).shape) : launch.outputs.at(0).shape;
   const std::vector<std::int64_t> kernel = launch.attrs->get_ints("kernel");
   PoolShape s;
+  s.channels = x[1];
   s.planes = x[0] * x[1];
   s.h = x[2];
   s.w = x[3];
@@ -778,6 +913,37 @@ __global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, Pool
   }
 }
 
+// Channels last: element i of y [N, OH, OW, C]; the same window rule and NaN handling.
+template <typename T, typename I>
+__global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
+  using A = Accum<T>;
+  const I total = static_cast<I>(s.planes * s.oh * s.ow);
+  const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
+  const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
+  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw), channels = static_cast<I>(s.channels);
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I c = i % channels;
+    I t = i / channels;
+    const I ox = t % ow;
+    t /= ow;
+    const I oy = t % oh;
+    const I n = t / oh;
+    const I h0 = oy * sh - ph, w0 = ox * sw - pw;
+    const I hb = max_i<I>(h0, 0), he = min_i<I>(h0 + kh, h);
+    const I wb = max_i<I>(w0, 0), we = min_i<I>(w0 + kw, w);
+    const T* xp = x + n * h * w * channels + c;
+    A best = negative_infinity<T>();
+    for (I ih = hb; ih < he; ++ih) {
+      for (I iw = wb; iw < we; ++iw) {
+        const A v = load(xp, (ih * w + iw) * channels);
+        if (v > best || v != v) best = v;
+      }
+    }
+    store(y, i, best);
+  }
+}
+
 // Sum in f64; the divisor is PyTorch's: with count_include_pad the window clipped to the padded input (a ceil_mode
 // window may reach past it), otherwise the window clipped to the input.
 template <typename T, typename I>
@@ -818,7 +984,13 @@ void launch_pool(const StepLaunch& launch) {
     const T* x = static_cast<const T*>(launch.inputs.at(0).data);
     T* y = static_cast<T*>(launch.outputs.at(0).data);
     if constexpr (kMax) {
-      if (index32) {
+      if (channels_last(launch)) {
+        if (index32) {
+          max_pool_nhwc_kernel<T, std::int32_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
+        } else {
+          max_pool_nhwc_kernel<T, std::int64_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
+        }
+      } else if (index32) {
         max_pool_kernel<T, std::int32_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
       } else {
         max_pool_kernel<T, std::int64_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
@@ -882,7 +1054,36 @@ __global__ void global_avg_pool_block_kernel(const T* __restrict__ x, T* __restr
   }
 }
 
+// Channels last: one thread per (n, c), summing its plane with stride C (neighbouring threads read neighbouring
+// channels).
+template <typename T>
+__global__ void global_avg_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
+                                            std::int64_t plane, std::int64_t channels) {
+  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < planes;
+       p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t n = p / channels, c = p % channels;
+    const T* xp = x + n * plane * channels + c;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < plane; ++j) sum += static_cast<double>(load(xp, j * channels));
+    store_from_double(y, p, sum / static_cast<double>(plane));  // 0/0 is NaN
+  }
+}
+
 void launch_global_avg_pool(const StepLaunch& launch) {
+  if (channels_last(launch)) {  // x [N, H, W, C] -> y [N, C, 1, 1]
+    const Dims& x = launch.inputs.at(0).shape;
+    const std::int64_t planes = x[0] * x[3], plane = x[1] * x[2];
+    if (planes == 0) return;
+    const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
+      using T = decltype(tag);
+      global_avg_pool_nhwc_kernel<T><<<grid_for(planes), kThreads, 0, launch.stream>>>(
+          static_cast<const T*>(launch.inputs.at(0).data), static_cast<T*>(launch.outputs.at(0).data), planes, plane,
+          x[3]);
+    });
+    if (!handled) launch.attrs->fail("unsupported dtype for the CUDA global_avg_pool kernel");
+    check_launch(launch);
+    return;
+  }
   const Dims& x = launch.inputs.at(0).shape;
   const std::int64_t planes = x[0] * x[1];
   if (planes == 0) return;
@@ -1033,9 +1234,29 @@ bool all_dtype(const graph::Graph& graph, const graph::Layer& layer, int min_ran
   return rank >= min_rank && rank <= max_rank;
 }
 
+std::string layer_string(const graph::Layer& layer, const char* name, const char* fallback) {
+  auto it = layer.attrs.find(name);
+  if (it == layer.attrs.end()) return fallback;
+  const auto* text = std::get_if<std::string>(&it->second);
+  return text != nullptr ? *text : fallback;
+}
+bool layer_channels_last(const graph::Layer& layer) { return layer_string(layer, "layout", "nchw") == "nhwc"; }
+bool layer_fused(const graph::Layer& layer) {
+  return layer_string(layer, "activation", "none") != "none" || has_input(layer, 3);
+}
+
+// cuDNN runs channels first and (f16, bf16, f32) channels last, with or without a fused epilogue.
 template <DataType kDtype>
 bool supports_conv(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer_channels_last(layer) && (kDtype == DataType::kF64 || graph.tensor(layer.inputs[0]).shape.size() != 4)) {
+    return false;
+  }
   return has_input(layer, 1) && all_dtype<kDtype>(graph, layer, 3, 4);
+}
+// The direct kernel: channels first, no fused epilogue (it runs behind cuDNN for those).
+template <DataType kDtype>
+bool supports_conv_direct(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return !layer_channels_last(layer) && !layer_fused(layer) && supports_conv<kDtype>(graph, layer, precision);
 }
 
 template <DataType kDtype>
@@ -1065,29 +1286,32 @@ bool supports_resize(const graph::Graph& graph, const graph::Layer& layer, Preci
 }  // namespace
 
 // Entries of an op for the four float dtypes; the tags name the arithmetic of f32 and of f16/bf16 ("" or "f64math_").
-#define TENSORACLE_CONV_ENTRIES(OP, F32_TAG, NARROW_TAG, VARIANT, SUPPORTS, LAUNCH, WORKSPACE)                     \
-  KernelEntry{OP "_f32_" F32_TAG VARIANT, OP, SUPPORTS<DataType::kF32>, LAUNCH, WORKSPACE},                        \
-      KernelEntry{OP "_f16_" NARROW_TAG VARIANT, OP, SUPPORTS<DataType::kF16>, LAUNCH, WORKSPACE},                 \
-      KernelEntry{OP "_bf16_" NARROW_TAG VARIANT, OP, SUPPORTS<DataType::kBF16>, LAUNCH, WORKSPACE}, KernelEntry { \
-    OP "_f64_" VARIANT, OP, SUPPORTS<DataType::kF64>, LAUNCH, WORKSPACE                                            \
+#define TENSORACLE_CONV_ENTRIES(OP, F32_TAG, NARROW_TAG, VARIANT, SUPPORTS, LAUNCH, WORKSPACE, WORKSPACE_FOR)       \
+  KernelEntry{OP "_f32_" F32_TAG VARIANT, OP, SUPPORTS<DataType::kF32>, LAUNCH, WORKSPACE, WORKSPACE_FOR},          \
+      KernelEntry{OP "_f16_" NARROW_TAG VARIANT, OP, SUPPORTS<DataType::kF16>, LAUNCH, WORKSPACE, WORKSPACE_FOR},   \
+      KernelEntry{OP "_bf16_" NARROW_TAG VARIANT, OP, SUPPORTS<DataType::kBF16>, LAUNCH, WORKSPACE, WORKSPACE_FOR}, \
+      KernelEntry {                                                                                                 \
+    OP "_f64_" VARIANT, OP, SUPPORTS<DataType::kF64>, LAUNCH, WORKSPACE, WORKSPACE_FOR                              \
   }
 
 void register_convolution_kernels(std::vector<KernelEntry>& kernels) {
   const std::size_t ws = kCudnnWorkspaceBytes;
   const std::vector<KernelEntry> entries = {
       // conv: cuDNN first (f32 on FMA kernels unless Precision::kTf32), then the direct kernel.
-      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "cudnn", supports_conv, &launch_conv_cudnn<false>, ws),
-      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "direct", supports_conv, &launch_conv_direct, 0),
+      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "cudnn", supports_conv, &launch_conv_cudnn<false>, ws,
+                              conv_workspace),
+      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "direct", supports_conv_direct, &launch_conv_direct, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("conv_transpose2d", "", "f32math_", "cudnn", supports_conv_transpose,
-                              &launch_conv_cudnn<true>, ws),
+                              &launch_conv_cudnn<true>, ws, nullptr),
       TENSORACLE_CONV_ENTRIES("conv_transpose2d", "", "f32math_", "direct", supports_conv_transpose,
-                              &launch_conv_transpose_direct, 0),
-      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, &launch_pool<true>, 0),
+                              &launch_conv_transpose_direct, 0, nullptr),
+      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, &launch_pool<true>, 0, nullptr),
       // averages and bilinear weights are computed in f64, as the CPU reference does
-      TENSORACLE_CONV_ENTRIES("avg_pool2d", "f64math_", "f64math_", "direct", supports_pool, &launch_pool<false>, 0),
+      TENSORACLE_CONV_ENTRIES("avg_pool2d", "f64math_", "f64math_", "direct", supports_pool, &launch_pool<false>, 0,
+                              nullptr),
       TENSORACLE_CONV_ENTRIES("global_avg_pool", "f64math_", "f64math_", "direct", supports_global_avg_pool,
-                              &launch_global_avg_pool, 0),
-      TENSORACLE_CONV_ENTRIES("resize", "f64math_", "f64math_", "direct", supports_resize, &launch_resize, 0),
+                              &launch_global_avg_pool, 0, nullptr),
+      TENSORACLE_CONV_ENTRIES("resize", "f64math_", "f64math_", "direct", supports_resize, &launch_resize, 0, nullptr),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

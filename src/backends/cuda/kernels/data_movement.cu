@@ -17,7 +17,7 @@ using namespace kernels;  // NOLINT(google-build-using-namespace): the shared he
 std::int64_t normalize_axis(std::int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 // The widest word (16, 8, 4, 2 or 1 bytes) dividing every byte count and address given.
-std::size_t widest_word(std::initializer_list<std::int64_t> byte_counts, std::initializer_list<const void*> pointers) {
+std::size_t widest_word(const std::vector<std::int64_t>& byte_counts, const std::vector<const void*>& pointers) {
   std::size_t word = 16;
   auto fits = [&](std::size_t w) {
     for (std::int64_t b : byte_counts) {
@@ -37,6 +37,66 @@ void copy_bytes(const StepLaunch& launch, void* dst, const void* src, std::size_
   TENSORACLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, launch.stream), layer_name(launch));
 }
 
+// Division by a divisor fixed at launch. int32 numerators (in [0, 2^31)) take a multiply-high and a shift
+// (Granlund-Montgomery: mul = ceil(2^(31 + l) / d) with l = ceil(log2 d), exact for every numerator below 2^31);
+// int64 numerators divide.
+template <typename Index>
+struct Divisor;
+
+template <>
+struct Divisor<std::int32_t> {
+  std::int32_t d = 1;
+  std::uint32_t mul = 0;
+  std::uint32_t shift = 0;
+
+  Divisor() = default;
+  explicit Divisor(std::int64_t divisor) : d(static_cast<std::int32_t>(divisor)) {
+    if (d > 1) {
+      int l = 0;
+      while ((std::int64_t{1} << l) < divisor) ++l;
+      const int p = 31 + l;
+      mul = static_cast<std::uint32_t>(((std::uint64_t{1} << p) + static_cast<std::uint64_t>(d) - 1) /
+                                       static_cast<std::uint64_t>(d));
+      shift = static_cast<std::uint32_t>(p - 32);
+    }
+  }
+  __device__ __forceinline__ std::int32_t div(std::int32_t n) const {
+    return d == 1 ? n : static_cast<std::int32_t>(__umulhi(static_cast<std::uint32_t>(n), mul) >> shift);
+  }
+};
+
+template <>
+struct Divisor<std::int64_t> {
+  std::int64_t d = 1;
+
+  Divisor() = default;
+  explicit Divisor(std::int64_t divisor) : d(divisor) {}
+  __device__ __forceinline__ std::int64_t div(std::int64_t n) const { return n / d; }
+};
+
+template <typename W, typename Index>
+__global__ void copy_words_kernel(const W* src, W* dst, Index n) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) dst[i] = src[i];
+}
+
+// A contiguous copy: 16-byte words in a kernel when the size and both addresses allow it, else cudaMemcpyAsync.
+void copy_contiguous(const StepLaunch& launch, void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (widest_word({static_cast<std::int64_t>(bytes)}, {dst, src}) != 16) {
+    copy_bytes(launch, dst, src, bytes);
+    return;
+  }
+  const auto n = static_cast<std::int64_t>(bytes / 16);
+  if (fits_index32(n)) {
+    copy_words_kernel<uint4, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
+        static_cast<const uint4*>(src), static_cast<uint4*>(dst), static_cast<std::int32_t>(n));
+  } else {
+    copy_words_kernel<uint4, std::int64_t>
+        <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), n);
+  }
+  check_launch(launch);
+}
+
 // ---- reshape, squeeze, unsqueeze: the row-major element order is unchanged ----
 
 void launch_same_order(const StepLaunch& launch) {
@@ -44,19 +104,96 @@ void launch_same_order(const StepLaunch& launch) {
   const DeviceTensor& out = launch.outputs.at(0);
   const std::int64_t n = volume(out.shape);
   if (n != volume(x.shape)) launch.attrs->fail("internal error: the output holds a different number of elements");
-  copy_bytes(launch, out.data, x.data, static_cast<std::size_t>(n) * element_size(out.dtype));
+  if (out.data == x.data) return;  // the memory plan made the output an alias of the input
+  copy_contiguous(launch, out.data, x.data, static_cast<std::size_t>(n) * element_size(out.dtype));
 }
 
 // ---- strided gathers: transpose, slice, expand ----
 // out[i] = in[base + offsets(i)] with per-axis input strides (negative for backward slices, 0 for broadcast axes).
+// Three kernels, chosen from the merged axes: a 32x32 shared-memory tile transpose when the last two axes of a
+// contiguous input are swapped; else one thread per word with the divisions precomputed, where the word is as wide as
+// 16 bytes when the innermost axis is contiguous in the input (runs of the last dims move as whole words).
+
+// The merged output axes as divisors (output index -> per-axis index) and input strides, in words.
+template <typename Index>
+struct WordIndexer {
+  int rank;
+  Divisor<Index> dims[kMaxRank];
+  Index strides[kMaxRank];
+
+  __device__ __forceinline__ Index offset(Index i) const {
+    Index off = 0;
+#pragma unroll
+    for (int a = kMaxRank - 1; a >= 1; --a) {
+      if (a < rank) {
+        const Index q = dims[a].div(i);
+        off += (i - q * dims[a].d) * strides[a];
+        i = q;
+      }
+    }
+    if (rank > 0) off += i * strides[0];
+    return off;
+  }
+};
 
 template <typename W, typename Index>
-__global__ void strided_copy_kernel(const W* in, W* out, Index n, Index base, Indexer<Index, 1> ix) {
-  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
-    Index off[1];
-    ix.offsets(i, off);
-    out[i] = in[base + off[0]];
+__global__ void strided_copy_kernel(const W* in, W* out, Index n, Index base, WordIndexer<Index> ix) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) out[i] = in[base + ix.offset(i)];
+}
+
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;  // a block of 32x8 threads moves a 32x32 tile
+
+// in [batches, rows, cols] -> out [batches, cols, rows]; tiles are read and written along rows of 32 elements.
+template <typename W>
+__global__ void __launch_bounds__(kTile* kTileRows)
+    transpose_tiled_kernel(const W* in, W* out, std::int64_t batches, std::int64_t rows, std::int64_t cols) {
+  __shared__ W tile[kTile][kTile + 1];  // the padding column keeps the column reads free of bank conflicts
+  const std::int64_t tiles_r = (rows + kTile - 1) / kTile;
+  const std::int64_t tiles_c = (cols + kTile - 1) / kTile;
+  const auto tx = static_cast<int>(threadIdx.x);
+  const auto ty = static_cast<int>(threadIdx.y);
+  // The loop bounds only depend on the block, so every thread reaches the barriers.
+  for (std::int64_t b = blockIdx.z; b < batches; b += gridDim.z) {
+    const W* src = in + b * rows * cols;
+    W* dst = out + b * rows * cols;
+    for (std::int64_t tr = blockIdx.y; tr < tiles_r; tr += gridDim.y) {
+      for (std::int64_t tc = blockIdx.x; tc < tiles_c; tc += gridDim.x) {
+        const std::int64_t r0 = tr * kTile;
+        const std::int64_t c0 = tc * kTile;
+#pragma unroll
+        for (int k = 0; k < kTile; k += kTileRows) {
+          const std::int64_t r = r0 + ty + k;
+          const std::int64_t c = c0 + tx;
+          if (r < rows && c < cols) tile[ty + k][tx] = src[r * cols + c];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < kTile; k += kTileRows) {
+          const std::int64_t c = c0 + ty + k;  // the output row
+          const std::int64_t r = r0 + tx;      // the output column
+          if (c < cols && r < rows) dst[c * rows + r] = tile[tx][ty + k];
+        }
+        __syncthreads();
+      }
+    }
   }
+}
+
+// True when the plan reads a contiguous [batches, cols, rows] input as [batches, rows, cols] (its last two axes
+// swapped), with both sides wide enough for tiles to pay.
+bool is_matrix_transpose(const StridePlan<1>& plan, std::int64_t& batches, std::int64_t& rows, std::int64_t& cols) {
+  const int r = plan.rank;
+  if (r != 2 && r != 3) return false;
+  const std::int64_t out_rows = plan.dims[r - 2];
+  const std::int64_t out_cols = plan.dims[r - 1];
+  if (plan.strides[0][r - 2] != 1 || plan.strides[0][r - 1] != out_rows) return false;
+  if (r == 3 && plan.strides[0][0] != out_rows * out_cols) return false;
+  if (out_rows < 8 || out_cols < 8) return false;
+  batches = r == 3 ? plan.dims[0] : 1;
+  rows = out_cols;  // the input's rows are the output's columns
+  cols = out_rows;
+  return true;
 }
 
 // `strides` are per output axis, in elements of the input; `input_elements` bounds every offset.
@@ -64,23 +201,69 @@ void launch_strided_copy(const StepLaunch& launch, const std::vector<std::int64_
                          std::int64_t input_elements) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t n = volume(out.shape);
+  std::int64_t n = volume(out.shape);
   if (n == 0) return;
   StridePlan<1> plan;
   if (!make_stride_plan<1>(out.shape.values(), {strides}, plan)) {
     launch.attrs->fail("the CUDA kernel handles at most 8 axes that can't be merged");
   }
-  const bool handled = dispatch_element_word(element_size(out.dtype), [&](auto tag) {
-    using W = typename decltype(tag)::type;
-    with_indexer(plan, std::max(n, input_elements), [&](const auto& ix) {
-      using Index = std::decay_t<decltype(ix.dims[0])>;
+  const std::size_t element = element_size(out.dtype);
+  const auto e = static_cast<std::int64_t>(element);
+  const int rank = plan.rank;
+
+  std::int64_t batches = 0, rows = 0, cols = 0;
+  if (is_matrix_transpose(plan, batches, rows, cols)) {
+    const bool handled = dispatch_element_word(element, [&](auto tag) {
+      using W = typename decltype(tag)::type;
+      const std::int64_t tiles_r = (rows + kTile - 1) / kTile;
+      const std::int64_t tiles_c = (cols + kTile - 1) / kTile;
+      const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(tiles_c, kMaxGridBlocks)),
+                      static_cast<unsigned>(std::min<std::int64_t>(tiles_r, 65535)),
+                      static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
+      transpose_tiled_kernel<W><<<grid, dim3(kTile, kTileRows), 0, launch.stream>>>(
+          static_cast<const W*>(x.data) + base, static_cast<W*>(out.data), batches, rows, cols);
+      check_launch(launch);
+    });
+    if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+    return;
+  }
+
+  // Move whole words of the innermost axis when it is contiguous in the input and every run starts on a word.
+  std::size_t word = element;
+  if (rank > 0 && plan.strides[0][rank - 1] == 1) {
+    std::vector<std::int64_t> byte_counts = {plan.dims[rank - 1] * e, base * e};
+    for (int a = 0; a + 1 < rank; ++a) byte_counts.push_back(plan.strides[0][a] * e);
+    word = std::max(element, widest_word(byte_counts, {x.data, out.data}));
+  }
+  const auto ratio = static_cast<std::int64_t>(word / element);
+  if (ratio > 1) {
+    plan.dims[rank - 1] /= ratio;
+    for (int a = 0; a + 1 < rank; ++a) plan.strides[0][a] /= ratio;
+    base /= ratio;
+    n /= ratio;
+  }
+  const std::int64_t extent = std::max(n, input_elements);  // in elements: a bound on words too
+  auto run = [&](auto index) {
+    using Index = decltype(index);
+    WordIndexer<Index> ix{};
+    ix.rank = rank;
+    for (int a = 0; a < kMaxRank; ++a) {
+      ix.dims[a] = Divisor<Index>(a < rank ? plan.dims[a] : 1);
+      ix.strides[a] = static_cast<Index>(a < rank ? plan.strides[0][a] : 0);
+    }
+    dispatch_word(word, [&](auto tag) {
+      using W = typename decltype(tag)::type;
       strided_copy_kernel<W, Index>
           <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const W*>(x.data), static_cast<W*>(out.data),
                                                         static_cast<Index>(n), static_cast<Index>(base), ix);
       check_launch(launch);
     });
-  });
-  if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+  };
+  if (fits_index32(extent)) {
+    run(std::int32_t{0});
+  } else {
+    run(std::int64_t{0});
+  }
 }
 
 void launch_transpose(const StepLaunch& launch) {
@@ -132,79 +315,123 @@ void launch_expand(const StepLaunch& launch) {
 }
 
 // ---- concat and split: runs of rows copied between pitched layouts ----
+// Up to kMaxParts parts move in one launch, one thread per word of their columns of the whole tensor (the concat
+// output or the split input); each thread finds its part from its column. Words are as wide as every run, row pitch
+// and address allow (up to 16 bytes).
+
+constexpr int kMaxParts = 8;
 
 template <typename W, typename Index>
-__global__ void copy_rows_kernel(const W* src, W* dst, Index rows, Index width, Index src_pitch, Index dst_pitch) {
-  const Index n = rows * width;
+struct PartList {
+  int count;
+  Divisor<Index> span;         // words of the parts in one row of the whole
+  Index pitch;                 // words from one row of the whole to the next
+  Index start[kMaxParts + 1];  // the first word of each part within the span; start[count] is the span's end
+  W* parts[kMaxParts];         // part k holds rows of start[k + 1] - start[k] words; read by concat, written by split
+};
+
+template <typename W, typename Index, bool kSplit>
+__global__ void parts_copy_kernel(W* whole, Index n, PartList<W, Index> p) {
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
-    const Index r = i / width;
-    const Index j = i - r * width;
-    dst[r * dst_pitch + j] = src[r * src_pitch + j];
-  }
-}
-
-// Copies `rows` runs of `width` elements (of `element` bytes) from src (rows `src_pitch` apart) to dst (rows
-// `dst_pitch` apart).
-void copy_rows(const StepLaunch& launch, const void* src, void* dst, std::int64_t rows, std::int64_t width,
-               std::int64_t src_pitch, std::int64_t dst_pitch, std::size_t element) {
-  if (rows == 0 || width == 0) return;
-  const auto e = static_cast<std::int64_t>(element);
-  if (rows == 1 || (src_pitch == width && dst_pitch == width)) {
-    copy_bytes(launch, dst, src, static_cast<std::size_t>(rows * width * e));
-    return;
-  }
-  const std::size_t word = widest_word({width * e, src_pitch * e, dst_pitch * e}, {src, dst});
-  const auto w = static_cast<std::int64_t>(word);
-  const std::int64_t width_w = width * e / w, src_pitch_w = src_pitch * e / w, dst_pitch_w = dst_pitch * e / w;
-  const std::int64_t extent = std::max({rows * width_w, rows * src_pitch_w, rows * dst_pitch_w});
-  dispatch_word(word, [&](auto tag) {
-    using W = typename decltype(tag)::type;
-    if (fits_index32(extent)) {
-      copy_rows_kernel<W, std::int32_t><<<grid_for(rows * width_w), kThreads, 0, launch.stream>>>(
-          static_cast<const W*>(src), static_cast<W*>(dst), static_cast<std::int32_t>(rows),
-          static_cast<std::int32_t>(width_w), static_cast<std::int32_t>(src_pitch_w),
-          static_cast<std::int32_t>(dst_pitch_w));
-    } else {
-      copy_rows_kernel<W, std::int64_t><<<grid_for(rows * width_w), kThreads, 0, launch.stream>>>(
-          static_cast<const W*>(src), static_cast<W*>(dst), rows, width_w, src_pitch_w, dst_pitch_w);
+    const Index r = p.span.div(i);
+    const Index c = i - r * p.span.d;
+    // The last part starting at or before c (an empty part is followed by one starting at the same column); static
+    // indices keep the list in the parameter space.
+    W* part = p.parts[0];
+    Index first = p.start[0];
+    Index end = p.start[1];
+#pragma unroll
+    for (int k = 1; k < kMaxParts; ++k) {
+      if (k < p.count && p.start[k] <= c) {
+        part = p.parts[k];
+        first = p.start[k];
+        end = p.start[k + 1];
+      }
     }
-    check_launch(launch);
-  });
-}
-
-void launch_concat(const StepLaunch& launch) {
-  const DeviceTensor& out = launch.outputs.at(0);
-  const int rank = out.shape.rank();
-  const auto axis = static_cast<int>(normalize_axis(launch.attrs->get_int("axis"), rank));
-  const std::int64_t outer = volume(out.shape, 0, axis);
-  const std::int64_t inner = volume(out.shape, axis + 1, rank);
-  const std::int64_t block = out.shape[axis] * inner;
-  const std::size_t element = element_size(out.dtype);
-  std::int64_t offset = 0;  // elements of one output block written so far
-  for (const DeviceTensor& x : launch.inputs) {
-    const std::int64_t run = x.shape[axis] * inner;
-    copy_rows(launch, x.data, static_cast<std::byte*>(out.data) + offset * static_cast<std::int64_t>(element), outer,
-              run, run, block, element);
-    offset += run;
+    const Index j = r * (end - first) + (c - first);
+    if (kSplit) {
+      part[j] = whole[r * p.pitch + c];
+    } else {
+      whole[r * p.pitch + c] = part[j];
+    }
   }
 }
 
-void launch_split(const StepLaunch& launch) {
-  const DeviceTensor& x = launch.inputs.at(0);
-  const int rank = x.shape.rank();
-  const auto axis = static_cast<int>(normalize_axis(launch.attrs->get_int("axis"), rank));
-  const std::int64_t outer = volume(x.shape, 0, axis);
-  const std::int64_t inner = volume(x.shape, axis + 1, rank);
-  const std::int64_t block = x.shape[axis] * inner;
-  const std::size_t element = element_size(x.dtype);
-  std::int64_t offset = 0;
-  for (const DeviceTensor& out : launch.outputs) {
-    const std::int64_t run = out.shape[axis] * inner;
-    copy_rows(launch, static_cast<const std::byte*>(x.data) + offset * static_cast<std::int64_t>(element), out.data,
-              outer, run, block, run, element);
-    offset += run;
+// Copies between `whole` (`outer` rows `pitch` elements of `element` bytes apart) and `parts` (part k is
+// [outer, runs[k]], at column sum(runs[<k]) of each row of `whole`): kSplit copies whole -> parts, else parts -> whole.
+template <bool kSplit>
+void copy_parts(const StepLaunch& launch, void* whole, const std::vector<void*>& parts,
+                const std::vector<std::int64_t>& runs, std::int64_t outer, std::int64_t pitch, std::size_t element) {
+  std::int64_t span = 0;
+  for (std::int64_t r : runs) span += r;
+  if (outer == 0 || span == 0) return;
+  const auto e = static_cast<std::int64_t>(element);
+  std::vector<std::int64_t> byte_counts = {pitch * e};
+  std::vector<const void*> pointers = {whole};
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    if (runs[k] == 0) continue;  // never dereferenced
+    byte_counts.push_back(runs[k] * e);
+    pointers.push_back(parts[k]);
+  }
+  const std::size_t word = std::max(element, widest_word(byte_counts, pointers));
+  const auto ratio = static_cast<std::int64_t>(word / element);
+  const std::int64_t n = outer * span / ratio;
+  auto run = [&](auto index) {
+    using Index = decltype(index);
+    dispatch_word(word, [&](auto tag) {
+      using W = typename decltype(tag)::type;
+      PartList<W, Index> list{};
+      list.count = static_cast<int>(parts.size());
+      list.span = Divisor<Index>(span / ratio);
+      list.pitch = static_cast<Index>(pitch / ratio);
+      Index start = 0;
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        list.start[k] = start;
+        list.parts[k] = static_cast<W*>(parts[k]);
+        start += static_cast<Index>(runs[k] / ratio);
+      }
+      for (std::size_t k = parts.size(); k <= static_cast<std::size_t>(kMaxParts); ++k) list.start[k] = start;
+      parts_copy_kernel<W, Index, kSplit>
+          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<W*>(whole), static_cast<Index>(n), list);
+      check_launch(launch);
+    });
+  };
+  if (fits_index32(outer * pitch)) {
+    run(std::int32_t{0});
+  } else {
+    run(std::int64_t{0});
   }
 }
+
+// `whole` is the concat output or the split input; one launch per kMaxParts parts.
+template <bool kSplit>
+void launch_parts(const StepLaunch& launch, const DeviceTensor& whole, const std::vector<DeviceTensor>& parts) {
+  const int rank = whole.shape.rank();
+  const auto axis = static_cast<int>(normalize_axis(launch.attrs->get_int("axis"), rank));
+  const std::int64_t outer = volume(whole.shape, 0, axis);
+  const std::int64_t inner = volume(whole.shape, axis + 1, rank);
+  const std::int64_t pitch = whole.shape[axis] * inner;
+  const auto e = static_cast<std::int64_t>(element_size(whole.dtype));
+  std::int64_t offset = 0;  // elements of a row of the whole before the current group
+  for (std::size_t first = 0; first < parts.size(); first += kMaxParts) {
+    const std::size_t last = std::min(parts.size(), first + kMaxParts);
+    std::vector<void*> pointers;
+    std::vector<std::int64_t> runs;
+    std::int64_t span = 0;
+    for (std::size_t k = first; k < last; ++k) {
+      pointers.push_back(parts[k].data);
+      runs.push_back(parts[k].shape[axis] * inner);
+      span += runs.back();
+    }
+    copy_parts<kSplit>(launch, static_cast<std::byte*>(whole.data) + offset * e, pointers, runs, outer, pitch,
+                       static_cast<std::size_t>(e));
+    offset += span;
+  }
+}
+
+void launch_concat(const StepLaunch& launch) { launch_parts<false>(launch, launch.outputs.at(0), launch.inputs); }
+
+void launch_split(const StepLaunch& launch) { launch_parts<true>(launch, launch.inputs.at(0), launch.outputs); }
 
 // ---- gather ----
 // out [outer, count, inner] takes data [outer, dim, inner] at indices (count of them, i32 or i64); a negative index

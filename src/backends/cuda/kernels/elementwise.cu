@@ -307,6 +307,21 @@ __global__ void unary_kernel(const T* x, T* out, Index n, Op op) {
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) store(out, i, op(load(x, i)));
 }
 
+// The same on 16-byte words (8 f16/bf16, 4 f32, 2 f64 per thread and step): one vector load and store per word.
+template <typename T, typename Op>
+__global__ void unary_words_kernel(const uint4* x, uint4* out, std::int32_t words, Op op) {
+  constexpr int kPer = static_cast<int>(sizeof(uint4) / sizeof(T));
+  for (std::int32_t w = global_thread<std::int32_t>(); w < words; w += grid_threads<std::int32_t>()) {
+    const uint4 in = x[w];
+    uint4 result;
+    const T* src = reinterpret_cast<const T*>(&in);
+    T* dst = reinterpret_cast<T*>(&result);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) store(dst, k, op(load(src, k)));
+    out[w] = result;
+  }
+}
+
 template <typename Types, typename Op>
 void launch_unary(const StepLaunch& launch, const Op& op) {
   const DeviceTensor& x = launch.inputs.at(0);
@@ -315,7 +330,15 @@ void launch_unary(const StepLaunch& launch, const Op& op) {
   if (n == 0) return;
   const bool handled = dispatch(Types{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (fits_index32(n)) {
+    const std::int64_t per_word = static_cast<std::int64_t>(sizeof(uint4) / sizeof(T));
+    const bool words = sizeof(uint4) % sizeof(T) == 0 && n % per_word == 0 && fits_index32(n) &&
+                       reinterpret_cast<std::uintptr_t>(x.data) % sizeof(uint4) == 0 &&
+                       reinterpret_cast<std::uintptr_t>(out.data) % sizeof(uint4) == 0;
+    if (words) {
+      const std::int64_t count = n / per_word;
+      unary_words_kernel<T, Op><<<grid_for(count), kThreads, 0, launch.stream>>>(
+          static_cast<const uint4*>(x.data), static_cast<uint4*>(out.data), static_cast<std::int32_t>(count), op);
+    } else if (fits_index32(n)) {
       unary_kernel<T, Op, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
           static_cast<const T*>(x.data), static_cast<T*>(out.data), static_cast<std::int32_t>(n), op);
     } else {

@@ -2,8 +2,11 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -29,13 +32,15 @@ struct Gemm {
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   const void* bias = nullptr;  // bias epilogue: bias[n] added to every row of C
-  bool accumulate = false;     // beta = 1: C already holds values to add
+  bool accumulate = false;     // beta = 1: C already holds values to add (or, with a residual, reads them there)
+  int activation = 0;          // epilogue after the bias: 0 none, 1 relu, 2 gelu (tanh approximation)
 };
 
 struct GemmPointers {
   const void* a;
   const void* b;
   void* c;
+  const void* residual = nullptr;  // with accumulate: C = A·B + residual (written to c)
 };
 
 cudaDataType_t cuda_type(DataType dtype) {
@@ -72,42 +77,60 @@ struct LtDescriptors {
 };
 
 template <typename V>
-void set_layout_batch(const StepLaunch& launch, cublasLtMatrixLayout_t layout, V count, std::int64_t stride) {
+void set_layout_batch(const std::string& context, cublasLtMatrixLayout_t layout, V count, std::int64_t stride) {
   const auto batch = static_cast<std::int32_t>(count);
   TENSORACLE_CUBLAS_CHECK(
-      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
-      layer_name(launch));
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)), context);
   TENSORACLE_CUBLAS_CHECK(
       cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
-      layer_name(launch));
+      context);
 }
 
-void set_preference(const StepLaunch& launch, cublasLtMatmulPreference_t preference,
+void set_preference(const std::string& context, cublasLtMatmulPreference_t preference,
                     cublasLtMatmulPreferenceAttributes_t attribute, std::uint32_t value) {
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)),
-                          layer_name(launch));
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)), context);
 }
 
-// Enqueues the products. Row-major matrices are column-major transposes, so cuBLASLt computes Cᵀ = op(B)ᵀ · op(A)ᵀ:
-// its "A" is our B and its "B" our A, and Cᵀ [n, m] column-major with ld n is C row-major. Returns false (enqueuing
-// nothing) when cuBLASLt has no algorithm for a product with a bias epilogue, so the caller can add the bias another
-// way; throws for every other failure.
-bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPointers>& calls) {
-  const std::string& context = layer_name(launch);
-  if (launch.handles == nullptr || launch.handles->cublaslt == nullptr) {
-    launch.attrs->fail("no cuBLASLt handle was given to the launch");
+cublasLtEpilogue_t epilogue_of(const Gemm& g) {
+  const bool bias = g.bias != nullptr;
+  switch (g.activation) {
+    case 1: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case 2: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
-  const cudaDataType_t type = cuda_type(g.dtype);
-  const bool f64 = g.dtype == DataType::kF64;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // f16/bf16 accumulate in f32; f32 without TF32
-  if (f64) {
-    compute = CUBLAS_COMPUTE_64F;
-  } else if (g.dtype == DataType::kF32 && launch.precision == Precision::kTf32) {
-    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  }
-  const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+}
 
-  LtDescriptors d;
+// What a thread keeps per problem (descriptors, preference and the heuristic's algorithm), so that a launch after
+// the first only sets the bias pointer and enqueues: descriptors and the heuristic cost tens of microseconds of host
+// time per product.
+struct GemmPlan {
+  std::unique_ptr<LtDescriptors> desc;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  bool found = false;
+};
+using GemmKey = std::array<std::int64_t, 20>;
+constexpr std::size_t kMaxGemmPlans = 4096;
+std::map<GemmKey, GemmPlan>& gemm_plans() {
+  thread_local std::map<GemmKey, GemmPlan> plans;
+  return plans;
+}
+
+// f16/bf16 accumulate in f32; f32 without TF32 unless Precision::kTf32.
+cublasComputeType_t compute_type(DataType dtype, Precision precision) {
+  if (dtype == DataType::kF64) return CUBLAS_COMPUTE_64F;
+  if (dtype == DataType::kF32 && precision == Precision::kTf32) return CUBLAS_COMPUTE_32F_FAST_TF32;
+  return CUBLAS_COMPUTE_32F;
+}
+
+// Descriptors, preference and the heuristic's algorithm of a product, for pointers with these alignments.
+GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeType_t compute, std::uint32_t align_a,
+                        std::uint32_t align_b, std::uint32_t align_c, std::uint32_t align_r,
+                        std::size_t workspace_bytes, const std::string& context) {
+  const cudaDataType_t type = cuda_type(g.dtype);
+  const cudaDataType_t scale_type = g.dtype == DataType::kF64 ? CUDA_R_64F : CUDA_R_32F;
+  GemmPlan plan;
+  plan.desc = std::make_unique<LtDescriptors>();
+  LtDescriptors& d = *plan.desc;
   TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, compute, scale_type), context);
   const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
   const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
@@ -115,14 +138,15 @@ bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPoi
                           context);
   TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
                           context);
-  if (g.bias != nullptr) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue = epilogue_of(g);
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     TENSORACLE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), context);
+  }
+  if (g.bias != nullptr) {
     TENSORACLE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), context);
   }
-
   const auto m = static_cast<std::uint64_t>(g.m), n = static_cast<std::uint64_t>(g.n),
              k = static_cast<std::uint64_t>(g.k);
   // Our B: [k, n] row-major is column-major [n, k] with ld n; [n, k] (trans_b) is column-major [k, n] with ld k.
@@ -135,18 +159,48 @@ bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPoi
       context);
   TENSORACLE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, type, n, m, g.n), context);
   if (g.batch > 1) {
-    set_layout_batch(launch, d.a, g.batch, g.stride_b);
-    set_layout_batch(launch, d.b, g.batch, g.stride_a);
-    set_layout_batch(launch, d.c, g.batch, g.stride_c);
+    set_layout_batch(context, d.a, g.batch, g.stride_b);
+    set_layout_batch(context, d.b, g.batch, g.stride_a);
+    set_layout_batch(context, d.c, g.batch, g.stride_c);
   }
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference), context);
+  const std::uint64_t max_workspace = workspace_bytes;
+  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                               &max_workspace, sizeof(max_workspace)),
+                          context);
+  set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, std::min(align_c, align_r));
+  set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &plan.heuristic, &found);
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) TENSORACLE_CUBLAS_CHECK(status, context);
+  plan.found = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  return plan;
+}
+
+// Enqueues the products. Row-major matrices are column-major transposes, so cuBLASLt computes Cᵀ = op(B)ᵀ · op(A)ᵀ:
+// its "A" is our B and its "B" our A, and Cᵀ [n, m] column-major with ld n is C row-major. Returns false (enqueuing
+// nothing) when cuBLASLt has no algorithm for a product with a bias epilogue, so the caller can add the bias another
+// way; throws for every other failure.
+bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPointers>& calls) {
+  const std::string& context = layer_name(launch);
+  if (launch.handles == nullptr || launch.handles->cublaslt == nullptr) {
+    launch.attrs->fail("no cuBLASLt handle was given to the launch");
+  }
+  const bool f64 = g.dtype == DataType::kF64;
+  const cublasComputeType_t compute = compute_type(g.dtype, launch.precision);
 
   // The alignment every call's pointers (and batch strides) guarantee.
   const std::uint64_t element = element_size(g.dtype);
-  std::uint32_t align_a = 256, align_b = 256, align_c = 256;
+  std::uint32_t align_a = 256, align_b = 256, align_c = 256, align_r = 256;
   for (const GemmPointers& p : calls) {
     align_a = std::min(align_a, value_alignment(reinterpret_cast<std::uintptr_t>(p.b)));
     align_b = std::min(align_b, value_alignment(reinterpret_cast<std::uintptr_t>(p.a)));
     align_c = std::min(align_c, value_alignment(reinterpret_cast<std::uintptr_t>(p.c)));
+    if (p.residual != nullptr)
+      align_r = std::min(align_r, value_alignment(reinterpret_cast<std::uintptr_t>(p.residual)));
   }
   if (g.batch > 1) {
     align_a = std::min(align_a, value_alignment(static_cast<std::uint64_t>(g.stride_b) * element));
@@ -155,25 +209,52 @@ bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPoi
   }
   const std::size_t workspace_bytes =
       launch.workspace != nullptr ? std::min(launch.workspace_bytes, kGemmWorkspaceBytes) : 0;
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference), context);
-  const std::uint64_t max_workspace = workspace_bytes;
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                               &max_workspace, sizeof(max_workspace)),
-                          context);
-  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
-  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
-  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
-  set_preference(launch, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  int device = 0;
+  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), context);
 
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(launch.handles->cublaslt, d.op, d.a, d.b, d.c, d.c,
-                                                               d.preference, 1, &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
-    if (g.bias != nullptr) return false;
-    throw_cublas_error("cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED, context);
+  const GemmKey key = {static_cast<std::int64_t>(g.dtype),
+                       static_cast<std::int64_t>(compute),
+                       g.trans_a ? 1 : 0,
+                       g.trans_b ? 1 : 0,
+                       g.m,
+                       g.n,
+                       g.k,
+                       g.batch,
+                       g.stride_a,
+                       g.stride_b,
+                       g.stride_c,
+                       g.bias != nullptr ? 1 : 0,
+                       g.activation,
+                       static_cast<std::int64_t>(workspace_bytes),
+                       align_a,
+                       align_b,
+                       align_c,
+                       align_r,
+                       device,
+                       g.accumulate ? 1 : 0};
+  auto& plans = gemm_plans();
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    if (plans.size() >= kMaxGemmPlans) plans.clear();
+    it = plans
+             .emplace(key, make_gemm_plan(launch.handles->cublaslt, g, compute, align_a, align_b, align_c, align_r,
+                                          workspace_bytes, context))
+             .first;
   }
-  TENSORACLE_CUBLAS_CHECK(status, context);
+  GemmPlan& plan = it->second;
+  if (!plan.found) {
+    if (g.bias != nullptr && g.activation == 0 && calls.front().residual == nullptr) return false;
+    throw_cublas_error(
+        "cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED,
+        context + (epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT && epilogue_of(g) != CUBLASLT_EPILOGUE_BIAS
+                       ? " (no cuBLASLt algorithm with the fused activation epilogue)"
+                       : ""));
+  }
+  const LtDescriptors& d = *plan.desc;
+  if (g.bias != nullptr) {  // the same problem in another layer has another bias
+    TENSORACLE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), context);
+  }
 
   const float one_f = 1.0F, zero_f = 0.0F;
   const double one_d = 1.0, zero_d = 0.0;
@@ -181,9 +262,11 @@ bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPoi
   const void* beta =
       g.accumulate ? alpha : (f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f));
   for (const GemmPointers& p : calls) {
-    TENSORACLE_CUBLAS_CHECK(cublasLtMatmul(launch.handles->cublaslt, d.op, alpha, p.b, d.a, p.a, d.b, beta, p.c, d.c,
-                                           p.c, d.c, &heuristic.algo, launch.workspace, workspace_bytes, launch.stream),
-                            context);
+    const void* c_in = p.residual != nullptr ? p.residual : p.c;
+    TENSORACLE_CUBLAS_CHECK(
+        cublasLtMatmul(launch.handles->cublaslt, d.op, alpha, p.b, d.a, p.a, d.b, beta, c_in, d.c, p.c, d.c,
+                       &plan.heuristic.algo, launch.workspace, workspace_bytes, launch.stream),
+        context);
   }
   return true;
 }
@@ -318,7 +401,13 @@ void launch_linear(const StepLaunch& launch) {
   const DeviceTensor& out = launch.outputs.at(0);
   const std::int64_t features = weight.shape[0], in = weight.shape[1];
   const std::int64_t rows = volume(x.shape, 0, x.shape.rank() - 1);
+  // The builder's fused epilogue: activation(x·Wᵀ + bias + residual) (only the epilogue entries take it).
+  const void* residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
+  const std::string activation_name = launch.attrs->get_string("activation", "none");
+  const int activation = activation_name == "relu" ? 1 : activation_name == "gelu_tanh" ? 2 : 0;
+  const bool fused = residual != nullptr || activation != 0;
   if (rows == 0 || features == 0) return;
+  if (in == 0 && fused) launch.attrs->fail("a fused epilogue on an empty product (weight with 0 columns)");
   if (in == 0) {  // an empty sum: the bias alone
     if (bias != nullptr) {
       fill_rows(launch, *bias, out.data, rows, features);
@@ -334,11 +423,14 @@ void launch_linear(const StepLaunch& launch) {
   g.m = rows;
   g.n = features;
   g.k = in;
-  const std::vector<GemmPointers> calls = {{x.data, weight.data, out.data}};
-  if (kEpilogue && bias != nullptr) {
-    g.bias = bias->data;
-    if (run_gemm(launch, g, calls)) return;
+  const std::vector<GemmPointers> calls = {{x.data, weight.data, out.data, residual}};
+  if (kEpilogue && (bias != nullptr || fused)) {
+    g.bias = bias != nullptr ? bias->data : nullptr;
+    g.activation = activation;
+    g.accumulate = residual != nullptr;
+    if (run_gemm(launch, g, calls)) return;  // false only for a plain bias epilogue
     g.bias = nullptr;
+    g.accumulate = false;
   }
   if (bias != nullptr) {
     fill_rows(launch, *bias, out.data, rows, features);
@@ -359,6 +451,46 @@ bool supports_gemm(const graph::Graph& graph, const graph::Layer& layer, Precisi
   return output_dtype(graph, layer, 0) == kDtype;
 }
 
+// The workspace of the algorithm cuBLASLt's heuristic picks for a linear layer's product at these shapes, with
+// arena-aligned (256-byte) pointers, within kGemmWorkspaceBytes.
+std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
+                             Precision precision) {
+  static const cublasLtHandle_t handle = [] {
+    cublasLtHandle_t h = nullptr;
+    return cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS ? h : nullptr;
+  }();
+  if (handle == nullptr) return kGemmWorkspaceBytes;
+  const Dims& x = shapes.at(static_cast<std::size_t>(layer.inputs[0]));
+  const Dims& weight = shapes.at(static_cast<std::size_t>(layer.inputs[1]));
+  Gemm g;
+  g.dtype = graph.tensor(layer.outputs[0]).dtype;
+  g.trans_b = true;
+  g.m = volume(x, 0, x.rank() - 1);
+  g.n = weight[0];
+  g.k = weight[1];
+  if (g.m == 0 || g.n == 0 || g.k == 0) return 0;
+  alignas(256) static const std::byte aligned[256] = {};  // a stand-in bias pointer: only its alignment matters here
+  if (has_tensor(layer, 2)) g.bias = aligned;
+  auto it = layer.attrs.find("activation");
+  const std::string activation = it != layer.attrs.end() && std::get_if<std::string>(&it->second) != nullptr
+                                     ? std::get<std::string>(it->second)
+                                     : "none";
+  g.activation = activation == "relu" ? 1 : activation == "gelu_tanh" ? 2 : 0;
+  g.accumulate = has_tensor(layer, 3);
+  const GemmPlan plan =
+      make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256, kGemmWorkspaceBytes, layer.name);
+  return plan.found ? plan.heuristic.workspaceSize : kGemmWorkspaceBytes;
+}
+
+// The bias-through-beta form has no fused epilogue.
+template <DataType kDtype>
+bool supports_gemm_unfused(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  auto it = layer.attrs.find("activation");
+  const bool activation = it != layer.attrs.end() && std::get_if<std::string>(&it->second) != nullptr &&
+                          std::get<std::string>(it->second) != "none";
+  return !activation && !has_tensor(layer, 3) && supports_gemm<kDtype>(graph, layer, precision);
+}
+
 }  // namespace
 
 void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
@@ -369,13 +501,20 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
       {"matmul_f16_f32acc_cublaslt", "matmul", supports_gemm<DataType::kF16>, launch_matmul, ws},
       {"matmul_bf16_f32acc_cublaslt", "matmul", supports_gemm<DataType::kBF16>, launch_matmul, ws},
       {"matmul_f64_cublaslt", "matmul", supports_gemm<DataType::kF64>, launch_matmul, ws},
-      {"linear_f32_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF32>, launch_linear<true>, ws},
-      {"linear_f16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF16>, launch_linear<true>, ws},
-      {"linear_bf16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kBF16>, launch_linear<true>, ws},
-      {"linear_f32_cublaslt_bias_beta", "linear", supports_gemm<DataType::kF32>, launch_linear<false>, ws},
-      {"linear_f16_f32acc_cublaslt_bias_beta", "linear", supports_gemm<DataType::kF16>, launch_linear<false>, ws},
-      {"linear_bf16_f32acc_cublaslt_bias_beta", "linear", supports_gemm<DataType::kBF16>, launch_linear<false>, ws},
-      {"linear_f64_cublaslt_bias_beta", "linear", supports_gemm<DataType::kF64>, launch_linear<false>, ws},
+      {"linear_f32_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF32>, launch_linear<true>, ws,
+       linear_workspace},
+      {"linear_f16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF16>, launch_linear<true>, ws,
+       linear_workspace},
+      {"linear_bf16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kBF16>, launch_linear<true>, ws,
+       linear_workspace},
+      {"linear_f32_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF32>, launch_linear<false>, ws,
+       linear_workspace},
+      {"linear_f16_f32acc_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF16>, launch_linear<false>,
+       ws, linear_workspace},
+      {"linear_bf16_f32acc_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kBF16>, launch_linear<false>,
+       ws, linear_workspace},
+      {"linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, launch_linear<false>, ws,
+       linear_workspace},
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

@@ -218,27 +218,82 @@ struct NormStatOf<float> {
 template <typename T>
 using NormStat = typename NormStatOf<T>::type;
 
-template <typename T, int kPerLane, bool kRms>
-__global__ void norm_warp_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len,
-                                 float eps_f, double eps_d) {
+// kV consecutive elements moved as one access of kV * sizeof(T) bytes (2 to 16; the launch checks the alignment).
+template <typename T, int kV>
+struct Pack {
+  T v[kV];
+};
+
+template <typename T, int kV>
+__device__ __forceinline__ Pack<T, kV> load_pack(const T* p, int vector) {
+  using W = typename Word<static_cast<int>(sizeof(T)) * kV>::type;
+  const W w = reinterpret_cast<const W*>(p)[vector];
+  Pack<T, kV> out;
+  memcpy(&out, &w, sizeof(W));
+  return out;
+}
+
+template <typename T, int kV>
+__device__ __forceinline__ void store_pack(T* p, int vector, const Pack<T, kV>& value) {
+  using W = typename Word<static_cast<int>(sizeof(T)) * kV>::type;
+  W w;
+  memcpy(&w, &value, sizeof(W));
+  reinterpret_cast<W*>(p)[vector] = w;
+}
+
+// Sum over the kGroup threads of a row (kGroup lanes of one warp), or over the whole block when kGroup is 0.
+template <int kGroup, typename C>
+__device__ __forceinline__ C row_sum(C v, C* scratch) {
+  if constexpr (kGroup == 0) {
+    return block_reduce(v, SumOp{}, C(0), scratch);
+  } else {
+#pragma unroll
+    for (int offset = kGroup / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xFFFFFFFFU, v, offset);
+    return v;
+  }
+}
+
+// A row held in registers: kGroup lanes of a warp per row (a block holds blockDim.x / kGroup rows), or the whole
+// block per row when kGroup is 0. Each thread keeps up to kPer vectors of kV elements (vector t, t + threads,
+// ...), so x is read once; the statistics are taken from the registers (two passes for layer_norm) and the row is
+// written with the same vectors. Requires len % kV == 0 and len <= kPer * kV * threads per row.
+template <typename T, int kV, int kPer, int kGroup, bool kRms>
+__global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThreads)
+    norm_rows_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len, float eps_f,
+                     double eps_d) {
   using C = NormStat<T>;
+  __shared__ C scratch[32];
   const C eps = param_as<C>(eps_f, eps_d);
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const std::int64_t warps_per_block = blockDim.x >> 5;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * warps_per_block;
   const C n = static_cast<C>(len);
-  for (std::int64_t row = blockIdx.x * warps_per_block + (threadIdx.x >> 5); row < rows; row += stride) {
-    const T* xr = x + row * len;
-    T* yr = y + row * len;
-    C v[kPerLane];
+  const int vectors = len / kV;
+  const int threads = kGroup == 0 ? static_cast<int>(blockDim.x) : kGroup;
+  const int t = kGroup == 0 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) % kGroup;
+  const std::int64_t rows_per_block = kGroup == 0 ? 1 : static_cast<std::int64_t>(blockDim.x / kGroup);
+  const std::int64_t sub_row = kGroup == 0 ? 0 : static_cast<std::int64_t>(threadIdx.x / kGroup);
+  // The loop bound only depends on the block, so every thread of a warp (block) reaches the shuffles (barriers).
+  for (std::int64_t first = blockIdx.x * rows_per_block; first < rows; first += gridDim.x * rows_per_block) {
+    const std::int64_t row = first + sub_row;
+    const bool active = row < rows;
+    const T* xr = x + (active ? row : 0) * len;
+    T* yr = y + (active ? row : 0) * len;
+    C v[kPer][kV];
     C sum = 0;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + k * 32;
-      v[k] = j < len ? load(xr, j) : C(0);
-      sum += kRms ? v[k] * v[k] : v[k];
+    for (int k = 0; k < kPer; ++k) {
+      const int vi = t + k * threads;
+      if (active && vi < vectors) {
+        const Pack<T, kV> p = load_pack<T, kV>(xr, vi);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          v[k][e] = static_cast<C>(to_compute(p.v[e]));
+          sum += kRms ? v[k][e] * v[k][e] : v[k][e];
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) v[k][e] = C(0);
+      }
     }
-    sum = warp_reduce(sum, SumOp{});
+    sum = row_sum<kGroup>(sum, scratch);
     C mean = 0;
     C denom = 0;
     if (kRms) {
@@ -247,24 +302,38 @@ __global__ void norm_warp_kernel(const T* x, const T* weight, const T* bias, T* 
       mean = sum / n;
       C sq = 0;
 #pragma unroll
-      for (int k = 0; k < kPerLane; ++k) {
-        const int j = lane + k * 32;
-        const C d = v[k] - mean;
-        if (j < len) sq += d * d;
+      for (int k = 0; k < kPer; ++k) {
+        if (active && t + k * threads < vectors) {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) {
+            const C d = v[k][e] - mean;
+            sq += d * d;
+          }
+        }
       }
-      sq = warp_reduce(sq, SumOp{});
+      sq = row_sum<kGroup>(sq, scratch);
       denom = math::sqrt(sq / n + eps);
     }
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + k * 32;
-      if (j < len) {
-        const C w = load_or(weight, j, C(1));
-        if (kRms) {
-          store(yr, j, v[k] / denom * w);
-        } else {
-          store(yr, j, (v[k] - mean) / denom * w + load_or(bias, j, C(0)));
+    for (int k = 0; k < kPer; ++k) {
+      const int vi = t + k * threads;
+      if (active && vi < vectors) {
+        Pack<T, kV> w{};
+        Pack<T, kV> b{};
+        if (weight != nullptr) w = load_pack<T, kV>(weight, vi);
+        if (!kRms && bias != nullptr) b = load_pack<T, kV>(bias, vi);
+        Pack<T, kV> out;
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          const C we = weight != nullptr ? static_cast<C>(to_compute(w.v[e])) : C(1);
+          if (kRms) {
+            out.v[e] = from_compute<T>(static_cast<Compute<T>>(v[k][e] / denom * we));
+          } else {
+            const C be = bias != nullptr ? static_cast<C>(to_compute(b.v[e])) : C(0);
+            out.v[e] = from_compute<T>(static_cast<Compute<T>>((v[k][e] - mean) / denom * we + be));
+          }
         }
+        store_pack<T, kV>(yr, vi, out);
       }
     }
   }
@@ -311,6 +380,35 @@ __global__ void norm_block_kernel(const T* x, const T* weight, const T* bias, T*
   }
 }
 
+// Each thread keeps at most 32 values of a row in registers (16 when the statistics are in f64): rows of up to 8 such
+// loads take 8 lanes, up to 32 a warp, up to 512 a block; longer rows take norm_block_kernel, which reads x three
+// times.
+template <typename T>
+constexpr int kRowRegisters = std::is_same_v<NormStat<T>, double> ? 16 : 32;
+
+template <typename T, int kV, bool kRms>
+void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, std::int64_t len,
+                      float eps_f, double eps, cudaStream_t stream) {
+  constexpr int kPer = kRowRegisters<T> / kV;  // vectors per thread
+  const std::int64_t vectors = len / kV;
+  if (vectors <= 8 * kPer) {
+    norm_rows_kernel<T, kV, kPer, 8, kRms><<<grid_for(rows, kWarpRowsThreads / 8), kWarpRowsThreads, 0, stream>>>(
+        x, weight, bias, y, rows, static_cast<int>(len), eps_f, eps);
+  } else if (vectors <= 32 * kPer) {
+    norm_rows_kernel<T, kV, kPer, 32, kRms><<<grid_for(rows, kWarpRowsThreads / 32), kWarpRowsThreads, 0, stream>>>(
+        x, weight, bias, y, rows, static_cast<int>(len), eps_f, eps);
+  } else if (vectors <= kBlockRowThreads * kPer) {
+    // The fewest threads (a multiple of 32) that hold the row.
+    const std::int64_t needed = (vectors + kPer - 1) / kPer;
+    const int threads = static_cast<int>(std::max<std::int64_t>(128, (needed + 31) / 32 * 32));
+    norm_rows_kernel<T, kV, kPer, 0, kRms>
+        <<<grid_for(rows, 1), threads, 0, stream>>>(x, weight, bias, y, rows, static_cast<int>(len), eps_f, eps);
+  } else {
+    norm_block_kernel<T, kRms>
+        <<<grid_for(rows, 1), kBlockRowThreads, 0, stream>>>(x, weight, bias, y, rows, len, eps_f, eps);
+  }
+}
+
 template <bool kRms>
 void launch_last_dims_norm(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
@@ -331,16 +429,15 @@ void launch_last_dims_norm(const StepLaunch& launch) {
     const T* wp = static_cast<const T*>(weight);
     const T* bp = static_cast<const T*>(bias);
     T* yp = static_cast<T*>(launch.outputs.at(0).data);
-    const unsigned warp_grid = grid_for(rows, kWarpRowsThreads / 32);
-    if (len <= 128) {
-      norm_warp_kernel<T, 4, kRms>
-          <<<warp_grid, kWarpRowsThreads, 0, stream>>>(xp, wp, bp, yp, rows, static_cast<int>(len), eps_f, eps);
-    } else if (len <= kWarpRowMax) {
-      norm_warp_kernel<T, 32, kRms>
-          <<<warp_grid, kWarpRowsThreads, 0, stream>>>(xp, wp, bp, yp, rows, static_cast<int>(len), eps_f, eps);
+    // 16-byte vectors when the row length and every pointer allow it, else one element at a time.
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    const bool vector = len % kVec == 0 && pointer_alignment(xp, 16) == 16 && pointer_alignment(yp, 16) == 16 &&
+                        (wp == nullptr || pointer_alignment(wp, 16) == 16) &&
+                        (bp == nullptr || pointer_alignment(bp, 16) == 16);
+    if (vector) {
+      launch_norm_rows<T, kVec, kRms>(xp, wp, bp, yp, rows, len, eps_f, eps, stream);
     } else {
-      norm_block_kernel<T, kRms>
-          <<<grid_for(rows, 1), kBlockRowThreads, 0, stream>>>(xp, wp, bp, yp, rows, len, eps_f, eps);
+      launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, rows, len, eps_f, eps, stream);
     }
     check_launch(launch);
   });
@@ -474,6 +571,8 @@ void register_normalization_kernels(std::vector<KernelEntry>& kernels) {
       // block per 32 columns when there are few
       TENSORACLE_NORM_ENTRIES("softmax", "rowwise", &launch_softmax<false>),
       TENSORACLE_NORM_ENTRIES("log_softmax", "rowwise", &launch_softmax<true>),
+      // rows held in registers (8 lanes, a warp or a block per row, 16-byte loads where aligned), else a block per
+      // row reading x three times
       TENSORACLE_NORM_ENTRIES("layer_norm", "rowwise", &launch_last_dims_norm<false>),
       TENSORACLE_NORM_ENTRIES("rms_norm", "rowwise", &launch_last_dims_norm<true>),
       TENSORACLE_NORM_ENTRIES("batch_norm", "elementwise", &launch_batch_norm),

@@ -1,0 +1,115 @@
+// Builder pass for the CUDA target: f16/bf16 2D convolutions (and the pooling that reads them) run channels last.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "builder/graph_rewriter.hpp"
+#include "builder/passes/constant_data.hpp"
+#include "builder/passes/passes.hpp"
+#include "graph/graph.hpp"
+
+namespace tensoracle::builder {
+
+namespace {
+
+bool is_constant(const graph::Graph& g, std::int32_t id) {
+  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
+}
+
+std::string layout_of(const graph::Layer& layer) {
+  auto it = layer.attrs.find("layout");
+  if (it == layer.attrs.end()) return "nchw";
+  const auto* s = std::get_if<std::string>(&it->second);
+  return s != nullptr ? *s : "nchw";
+}
+
+// A convolution that runs channels last: 2D, f16/bf16, constant weight, channels first now.
+bool converts(const graph::Graph& g, const graph::Layer& layer) {
+  if (layer.op != "conv" || layout_of(layer) != "nchw" || g.tensor(layer.inputs[0]).shape.size() != 4) return false;
+  const DataType t = g.tensor(layer.inputs[0]).dtype;
+  return (t == DataType::kF16 || t == DataType::kBF16) && is_constant(g, layer.inputs[1]);
+}
+
+// Whether a reader at `position` of `layer` takes the channels-last form of a converted tensor.
+bool takes_channels_last(const graph::Graph& g, const graph::Layer& layer, std::size_t position) {
+  if (converts(g, layer)) return position == 0 || position == 3;
+  if (layout_of(layer) != "nchw" || position != 0) return false;
+  return layer.op == "max_pool2d" || (layer.op == "global_avg_pool" && g.tensor(layer.inputs[0]).shape.size() == 4);
+}
+
+const std::vector<std::int64_t> kToLast = {0, 2, 3, 1};
+const std::vector<std::int64_t> kToFirst = {0, 3, 1, 2};
+
+}  // namespace
+
+Network to_channels_last(const Network& network, WeightPool& pool) {
+  const graph::Graph& g = network.graph();
+  // Tensors read channels first somewhere (or network outputs): their channels-first form must exist.
+  std::vector<bool> needs_first(g.tensors.size(), false);
+  for (auto id : g.outputs) needs_first[static_cast<std::size_t>(id)] = true;
+  bool any = false;
+  for (const auto& layer : g.layers) {
+    any = any || converts(g, layer);
+    for (std::size_t p = 0; p < layer.inputs.size(); ++p) {
+      if (layer.inputs[p] >= 0 && !takes_channels_last(g, layer, p)) {
+        needs_first[static_cast<std::size_t>(layer.inputs[p])] = true;
+      }
+    }
+  }
+  if (!any) return remove_dead_layers(network);
+
+  GraphRewriter rewriter(g);
+  Network& net = rewriter.network();
+  std::map<std::int32_t, Tensor> last;  // source tensor -> its channels-last form
+  auto channels_last = [&](std::int32_t id) {
+    auto it = last.find(id);
+    if (it != last.end()) return it->second;
+    Attributes attrs{{"perm", kToLast}};
+    const std::string name = g.tensor(id).name + ".nhwc";
+    Tensor t = net.add_layer("transpose", {rewriter.get(id)}, attrs, name)[0];
+    net.rename_tensor(t, name);
+    return last[id] = t;
+  };
+  // Makes `layer` channels last on `inputs`; its output keeps a channels-first twin where something needs it.
+  auto emit = [&](const graph::Layer& layer, const std::vector<Tensor>& inputs) {
+    Attributes attrs = layer.attrs;
+    attrs["layout"] = std::string("nhwc");
+    const auto out = layer.outputs[0];
+    const std::string name = g.tensor(out).name + ".nhwc";
+    Tensor y = net.add_layer(layer.op, inputs, attrs, layer.name)[0];
+    net.rename_tensor(y, name);
+    last[out] = y;
+    if (needs_first[static_cast<std::size_t>(out)]) {
+      Tensor first = net.add_layer("transpose", {y}, Attributes{{"perm", kToFirst}}, layer.name + ".to_nchw")[0];
+      net.rename_tensor(first, g.tensor(out).name);
+      rewriter.set(out, first);
+    }
+  };
+
+  for (const auto& layer : g.layers) {
+    if (converts(g, layer)) {
+      HostTensor w =
+          permute(constant_tensor(g, layer.inputs[1]), {0, 2, 3, 1});  // [O, C/g, kh, kw] -> [O, kh, kw, C/g]
+      const std::string wname = layer.name + "/weight_nhwc";
+      std::vector<Tensor> inputs = {channels_last(layer.inputs[0]),
+                                    net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
+      if (layer.inputs.size() > 2) inputs.push_back(rewriter.get(layer.inputs[2]));
+      if (layer.inputs.size() > 3) inputs.push_back(channels_last(layer.inputs[3]));
+      emit(layer, inputs);
+    } else if (layer.op == "max_pool2d" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0) {
+      emit(layer, {last.at(layer.inputs[0])});
+    } else if (layer.op == "global_avg_pool" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0 &&
+               g.tensor(layer.inputs[0]).shape.size() == 4) {
+      // [N, H, W, C] -> [N, C, 1, 1]: the output is the same as channels first.
+      Attributes attrs = layer.attrs;
+      attrs["layout"] = std::string("nhwc");
+      rewriter.add_named_layer(layer, layer.op, {last.at(layer.inputs[0])}, attrs);
+    } else {
+      rewriter.copy_layer(layer);
+    }
+  }
+  // Channels-first twins nothing reads are dropped.
+  return remove_dead_layers(rewriter.finish());
+}
+
+}  // namespace tensoracle::builder

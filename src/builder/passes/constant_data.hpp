@@ -1,0 +1,18 @@
+// Host copies of a graph's constants for builder passes that rewrite weights (transposes, reshapes).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "tensoracle/host_tensor.hpp"
+
+namespace tensoracle::builder {
+
+// The constant `id` (a weight view or inline values) as a host tensor of its dtype and static shape.
+HostTensor constant_tensor(const graph::Graph& g, std::int32_t id);
+
+// out[i_perm[0], ..., i_perm[r-1]] = t[i_0, ..., i_{r-1}]: out's axis k is t's axis perm[k] (numpy.transpose).
+HostTensor permute(const HostTensor& t, const std::vector<int>& perm);
+
+}  // namespace tensoracle::builder

@@ -1,0 +1,209 @@
+// Builder passes for the CUDA target: matmul + bias as linear, and epilogues (residual add, relu/gelu) fused into
+// the linear or conv before them, as cuBLASLt and cuDNN can apply them.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "builder/graph_rewriter.hpp"
+#include "builder/passes/constant_data.hpp"
+#include "builder/passes/passes.hpp"
+#include "graph/graph.hpp"
+
+namespace tensoracle::builder {
+
+namespace {
+
+struct Use {
+  std::size_t layer;
+  std::size_t position;
+};
+
+// Who reads each tensor, and which tensors are network outputs.
+struct Uses {
+  std::vector<std::vector<Use>> readers;
+  std::vector<bool> output;
+  explicit Uses(const graph::Graph& g) : readers(g.tensors.size()), output(g.tensors.size(), false) {
+    for (std::size_t l = 0; l < g.layers.size(); ++l) {
+      const auto& inputs = g.layers[l].inputs;
+      for (std::size_t p = 0; p < inputs.size(); ++p) {
+        if (inputs[p] >= 0) readers[static_cast<std::size_t>(inputs[p])].push_back({l, p});
+      }
+    }
+    for (auto id : g.outputs) output[static_cast<std::size_t>(id)] = true;
+  }
+  // The one layer that reads `id`, when exactly one does (once) and it is not a network output.
+  const Use* only_reader(std::int32_t id) const {
+    const auto& r = readers[static_cast<std::size_t>(id)];
+    if (r.size() != 1 || output[static_cast<std::size_t>(id)]) return nullptr;
+    return &r[0];
+  }
+};
+
+bool is_constant(const graph::Graph& g, std::int32_t id) {
+  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
+}
+
+std::string string_attr(const graph::Layer& layer, const char* name, const std::string& fallback) {
+  auto it = layer.attrs.find(name);
+  if (it == layer.attrs.end()) return fallback;
+  const auto* s = std::get_if<std::string>(&it->second);
+  return s != nullptr ? *s : fallback;
+}
+
+bool bool_attr(const graph::Layer& layer, const char* name) {
+  auto it = layer.attrs.find(name);
+  if (it == layer.attrs.end()) return false;
+  const auto* v = std::get_if<std::int64_t>(&it->second);
+  return v != nullptr && *v != 0;
+}
+
+bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {
+  return g.tensor(a).shape == g.tensor(b).shape && g.tensor(a).dtype == g.tensor(b).dtype;
+}
+
+}  // namespace
+
+Network fuse_matmul_bias(const Network& network, WeightPool& pool) {
+  const graph::Graph& g = network.graph();
+  const Uses uses(g);
+  // matmul layer -> the add layer that adds a bias row to it.
+  std::vector<std::int32_t> bias_add(g.layers.size(), -1);
+  std::vector<bool> absorbed(g.layers.size(), false);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const auto& mm = g.layers[l];
+    if (mm.op != "matmul" || bool_attr(mm, "transpose_a") || !is_constant(g, mm.inputs[1])) continue;
+    const auto w = mm.inputs[1];
+    if (g.tensor(w).shape.size() != 2 || g.tensor(mm.inputs[0]).shape.size() < 2) continue;
+    const Use* use = uses.only_reader(mm.outputs[0]);
+    if (use == nullptr) continue;
+    const auto& add = g.layers[use->layer];
+    if (add.op != "add") continue;
+    const auto bias = add.inputs[1 - use->position];
+    if (!is_constant(g, bias) || g.tensor(bias).dtype != g.tensor(w).dtype) continue;
+    // The bias is a row: [N] or [1, ..., 1, N], no longer than the product's rank.
+    const Dims bdims = g.static_dims(bias);
+    const Dims wdims = g.static_dims(w);
+    const std::int64_t n = bool_attr(mm, "transpose_b") ? wdims[0] : wdims[1];
+    bool row = bdims.rank() >= 1 && bdims.rank() <= static_cast<int>(g.tensor(mm.outputs[0]).shape.size()) &&
+               bdims[bdims.rank() - 1] == n;
+    for (int k = 0; row && k + 1 < bdims.rank(); ++k) row = bdims[k] == 1;
+    if (!row || g.tensor(add.outputs[0]).shape != g.tensor(mm.outputs[0]).shape) continue;
+    bias_add[l] = static_cast<std::int32_t>(use->layer);
+    absorbed[use->layer] = true;
+  }
+
+  GraphRewriter rewriter(g);
+  Network& net = rewriter.network();
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const auto& layer = g.layers[l];
+    if (absorbed[l]) continue;
+    if (bias_add[l] < 0) {
+      rewriter.copy_layer(layer);
+      continue;
+    }
+    const auto& add = g.layers[static_cast<std::size_t>(bias_add[l])];
+    const auto w = layer.inputs[1];
+    const auto bias = add.inputs[add.inputs[0] == layer.outputs[0] ? 1 : 0];
+    // linear wants weight [out, in]: matmul's b [in, out] is transposed here, once.
+    Tensor weight = rewriter.get(w);
+    if (!bool_attr(layer, "transpose_b")) {
+      HostTensor t = permute(constant_tensor(g, w), {1, 0});
+      const std::string name = layer.name + "/weight_t";
+      weight = net.add_constant(pool.add(name, t.dtype, t.shape, std::move(t.bytes)), name);
+    }
+    HostTensor b = constant_tensor(g, bias);
+    const std::int64_t n = b.shape.volume();
+    const std::string bname = layer.name + "/bias";
+    Tensor bias_row = net.add_constant(pool.add(bname, b.dtype, Dims{n}, std::move(b.bytes)), bname);
+    std::vector<Tensor> outs =
+        net.add_layer("linear", {rewriter.get(layer.inputs[0]), weight, bias_row}, {}, layer.name);
+    net.rename_tensor(outs[0], g.tensor(add.outputs[0]).name);
+    rewriter.set(add.outputs[0], outs[0]);
+  }
+  return rewriter.finish();
+}
+
+Network fuse_epilogues(const Network& network) {
+  const graph::Graph& g = network.graph();
+  const Uses uses(g);
+  struct Fusion {
+    std::int32_t residual = -1;
+    std::string activation = "none";
+    std::size_t last = 0;  // the last absorbed layer: the fused layer is made where it was
+  };
+  std::vector<std::int32_t> fused_into(g.layers.size(), -1);  // absorbed layer -> its anchor
+  std::vector<Fusion> fusion(g.layers.size());
+  std::vector<bool> anchor(g.layers.size(), false);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const auto& layer = g.layers[l];
+    const bool linear = layer.op == "linear";
+    const bool conv = layer.op == "conv" && g.tensor(layer.inputs[0]).shape.size() == 4 && layer.inputs.size() > 2 &&
+                      layer.inputs[2] >= 0;  // cuDNN's fused form needs a bias
+    if ((!linear && !conv) || layer.inputs.size() > 3 || string_attr(layer, "activation", "none") != "none") continue;
+    Fusion f;
+    std::int32_t value = layer.outputs[0];
+    const Use* use = uses.only_reader(value);
+    auto activation_of = [&](const graph::Layer& next) -> std::string {
+      if (next.op == "relu") return "relu";
+      if (linear && next.op == "gelu" && string_attr(next, "approximate", "none") == "tanh") return "gelu_tanh";
+      return {};
+    };
+    std::vector<std::size_t> absorbed;
+    if (use != nullptr && fused_into[use->layer] >= 0) continue;  // add(linear, linear): the first one takes it
+    if (use != nullptr && g.layers[use->layer].op == "add") {
+      const auto& add = g.layers[use->layer];
+      const auto other = add.inputs[1 - use->position];
+      if (other != value && same_shape(g, other, value) && same_shape(g, add.outputs[0], value)) {
+        const Use* after = uses.only_reader(add.outputs[0]);
+        const bool activation_follows = after != nullptr && !activation_of(g.layers[after->layer]).empty();
+        // cuDNN fuses a residual only together with an activation.
+        if (linear || activation_follows) {
+          f.residual = other;
+          absorbed.push_back(use->layer);
+          value = add.outputs[0];
+          use = after;
+        }
+      }
+    }
+    if (use != nullptr) {
+      const std::string activation = activation_of(g.layers[use->layer]);
+      if (!activation.empty() && same_shape(g, g.layers[use->layer].outputs[0], value)) {
+        f.activation = activation;
+        absorbed.push_back(use->layer);
+      }
+    }
+    if (absorbed.empty()) continue;
+    f.last = absorbed.back();
+    for (auto a : absorbed) fused_into[a] = static_cast<std::int32_t>(l);
+    anchor[l] = true;
+    fusion[l] = f;
+  }
+
+  GraphRewriter rewriter(g);
+  Network& net = rewriter.network();
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const auto& layer = g.layers[l];
+    if (anchor[l]) continue;  // made where its last absorbed layer was
+    if (fused_into[l] < 0) {
+      rewriter.copy_layer(layer);
+      continue;
+    }
+    const auto a = static_cast<std::size_t>(fused_into[l]);
+    if (fusion[a].last != l) continue;
+    const auto& base = g.layers[a];
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < 3; ++i)
+      inputs.push_back(i < base.inputs.size() ? rewriter.get(base.inputs[i]) : Tensor{});
+    inputs.push_back(rewriter.get(fusion[a].residual));
+    while (!inputs.back().valid()) inputs.pop_back();
+    Attributes attrs = base.attrs;
+    if (fusion[a].activation != "none") attrs["activation"] = fusion[a].activation;
+    std::vector<Tensor> outs = net.add_layer(base.op, inputs, attrs, base.name);
+    net.rename_tensor(outs[0], g.tensor(layer.outputs[0]).name);
+    rewriter.set(layer.outputs[0], outs[0]);
+  }
+  return rewriter.finish();
+}
+
+}  // namespace tensoracle::builder

@@ -1,0 +1,202 @@
+// Tests of the CUDA-target builder passes (matmul + bias as linear, fused epilogues, channels last): the rewritten
+// network computes what the original does (CPU reference executor) and has the expected layers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "builder/memory_plan.hpp"
+#include "builder/passes/passes.hpp"
+#include "builder/weight_pool.hpp"
+#include "graph/graph.hpp"
+#include "graph/shape_eval.hpp"
+#include "tensoracle/float_convert.hpp"
+#include "tensoracle/reference_executor.hpp"
+
+namespace tensoracle {
+namespace {
+
+// Random f32 constants owned by a pool that outlives the networks.
+struct Constants {
+  builder::WeightPool pool;
+  std::mt19937 rng{11};
+  Tensor add(Network& net, const std::string& name, const Dims& shape, float scale = 0.3f) {
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    std::vector<float> v(static_cast<std::size_t>(shape.volume()));
+    for (auto& x : v) x = dist(rng);
+    std::vector<std::byte> bytes(v.size() * sizeof(float));
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return net.add_constant(pool.add(name, DataType::kF32, shape, std::move(bytes)), name);
+  }
+};
+
+HostTensor random_input(const Dims& shape, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  HostTensor t(DataType::kF32, shape);
+  for (std::size_t i = 0; i < t.size(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+std::vector<double> as_f64(const HostTensor& t) {
+  std::vector<double> v(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    switch (t.dtype) {
+      case DataType::kF32: v[i] = t.data<float>()[i]; break;
+      case DataType::kF16: v[i] = f16_bits_to_f32(t.data<std::uint16_t>()[i]); break;
+      default: ADD_FAILURE() << "unexpected dtype"; break;
+    }
+  }
+  return v;
+}
+
+double rel_l2(const HostTensor& got, const HostTensor& want) {
+  EXPECT_EQ(got.shape, want.shape);
+  const auto g = as_f64(got), w = as_f64(want);
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < g.size() && i < w.size(); ++i) {
+    err += (g[i] - w[i]) * (g[i] - w[i]);
+    norm += w[i] * w[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+int count_ops(const Network& net, const std::string& op) {
+  int n = 0;
+  for (const auto& layer : net.graph().layers) n += layer.op == op ? 1 : 0;
+  return n;
+}
+
+std::string attr(const graph::Layer& layer, const char* name) {
+  auto it = layer.attrs.find(name);
+  return it == layer.attrs.end() ? "" : std::get<std::string>(it->second);
+}
+
+// A bottleneck-like block: conv+relu, conv, + identity, relu, max pool, global average pool.
+Network resnet_block(Constants& c) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {2, 8, 10, 10});
+  ConvOptions pad;
+  pad.padding = {1, 1};
+  Tensor h = net.add_convolution(x, c.add(net, "c1.w", {8, 8, 3, 3}), c.add(net, "c1.b", {8}), pad);
+  h = net.add_activation("relu", h);
+  h = net.add_convolution(h, c.add(net, "c2.w", {8, 8, 3, 3}), c.add(net, "c2.b", {8}), pad);
+  h = net.add_activation("relu", net.add_binary("add", h, x));
+  net.mark_output(h, "features");  // also read by the pooling: needs a channels-first twin
+  Tensor p = net.add_layer("max_pool2d", {h}, {{"kernel", std::vector<std::int64_t>{2, 2}}})[0];
+  Tensor q = net.add_convolution(p, c.add(net, "c3.w", {4, 8, 1, 1}), c.add(net, "c3.b", {4}));
+  net.mark_output(net.add_global_average_pool(net.add_activation("relu", q)), "pooled");
+  return net;
+}
+
+TEST(BuilderPasses, ConvEpiloguesFuseReluAndResidualAndKeepResults) {
+  Constants c;
+  Network net = resnet_block(c);
+  Network fused = builder::fuse_epilogues(net);
+  EXPECT_EQ(count_ops(fused, "relu"), 0);
+  EXPECT_EQ(count_ops(fused, "add"), 0);
+  EXPECT_EQ(count_ops(fused, "conv"), 3);
+  int with_residual = 0;
+  for (const auto& layer : fused.graph().layers) {
+    if (layer.op != "conv") continue;
+    EXPECT_EQ(attr(layer, "activation"), "relu") << layer.name;
+    with_residual += layer.inputs.size() > 3 ? 1 : 0;
+  }
+  EXPECT_EQ(with_residual, 1);
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 8, 10, 10}, 1)}};
+  auto want = run_reference(net, in), got = run_reference(fused, in);
+  for (const char* name : {"features", "pooled"}) EXPECT_LT(rel_l2(got.at(name), want.at(name)), 1e-6) << name;
+}
+
+TEST(BuilderPasses, ChannelsLastKeepsResultsAndTransposesOnlyAtTheEdges) {
+  Constants c;
+  Network net = resnet_block(c);
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool);
+  Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
+  int nhwc = 0;
+  for (const auto& layer : last.graph().layers) {
+    if (layer.op == "conv" || layer.op == "max_pool2d" || layer.op == "global_avg_pool") {
+      EXPECT_EQ(attr(layer, "layout"), "nhwc") << layer.name;
+      ++nhwc;
+    }
+  }
+  EXPECT_EQ(nhwc, 5);
+  // One transpose in (x, read by the first conv and as the residual), one out (the "features" output).
+  EXPECT_EQ(count_ops(last, "transpose"), 2);
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 8, 10, 10}, 2)}};
+  auto want = run_reference(net, in), got = run_reference(last, in);
+  for (const char* name : {"features", "pooled"}) EXPECT_LT(rel_l2(got.at(name), want.at(name)), 5e-3) << name;
+  // f32 convolutions stay channels first.
+  Network f32 = builder::to_channels_last(net, c.pool);
+  EXPECT_EQ(count_ops(f32, "transpose"), 0);
+}
+
+TEST(BuilderPasses, MatmulWithBiasRowBecomesLinearWithFusedResidualAndGelu) {
+  Constants c;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 5, 8});
+  // GPT-2's Conv1D: x @ W [in, out] + b, then tanh gelu, then x @ W2 + b2 + residual.
+  Tensor h = net.add_binary("add", net.add_matmul(x, c.add(net, "w1", {8, 16})), c.add(net, "b1", {16}));
+  h = net.add_activation("gelu", h, {{"approximate", std::string("tanh")}});
+  Tensor y = net.add_binary("add", c.add(net, "b2", {1, 1, 8}), net.add_matmul(h, c.add(net, "w2", {16, 8})));
+  y = net.add_binary("add", x, y);
+  net.mark_output(y, "y");
+  Network fused = builder::fuse_epilogues(builder::fuse_matmul_bias(net, c.pool));
+  EXPECT_EQ(count_ops(fused, "matmul"), 0);
+  EXPECT_EQ(count_ops(fused, "add"), 0);
+  EXPECT_EQ(count_ops(fused, "gelu"), 0);
+  ASSERT_EQ(count_ops(fused, "linear"), 2);
+  const auto& layers = fused.graph().layers;
+  EXPECT_EQ(attr(layers[0], "activation"), "gelu_tanh");
+  EXPECT_EQ(layers[1].inputs.size(), 4u);  // x as the residual
+  std::map<std::string, HostTensor> in{{"x", random_input({3, 5, 8}, 3)}};
+  EXPECT_LT(rel_l2(run_reference(fused, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+}
+
+TEST(BuilderPasses, ValuesReadElsewhereAreNotFused) {
+  Constants c;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {4, 8});
+  Tensor a = net.add_linear(x, c.add(net, "wa", {8, 8}), c.add(net, "ba", {8}));
+  Tensor b = net.add_linear(x, c.add(net, "wb", {8, 8}));
+  net.mark_output(a, "a");                                             // a network output: no epilogue
+  Tensor s = net.add_binary("add", net.add_activation("relu", a), b);  // b's add also reads a's relu
+  net.mark_output(net.add_activation("gelu", s), "s");                 // erf gelu: not a cuBLASLt epilogue
+  Network fused = builder::fuse_epilogues(net);
+  EXPECT_EQ(count_ops(fused, "relu"), 1);
+  EXPECT_EQ(count_ops(fused, "gelu"), 1);
+  // b + relu(a): b takes the add as its residual epilogue.
+  int residual = 0;
+  for (const auto& layer : fused.graph().layers) residual += layer.op == "linear" && layer.inputs.size() == 4 ? 1 : 0;
+  EXPECT_EQ(residual, 1);
+  std::map<std::string, HostTensor> in{{"x", random_input({4, 8}, 4)}};
+  auto want = run_reference(net, in), got = run_reference(fused, in);
+  for (const char* name : {"a", "s"}) EXPECT_LT(rel_l2(got.at(name), want.at(name)), 1e-6) << name;
+}
+
+TEST(MemoryPlan, ReshapesShareTheirInputsBytesWhenAliasing) {
+  Constants c;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {4, 8});
+  Tensor h = net.add_linear(x, c.add(net, "w", {8, 8}));
+  Tensor r = net.add_layer("reshape", {h}, {{"shape", std::vector<std::int64_t>{2, 16}}})[0];
+  Tensor u = net.add_layer("unsqueeze", {r}, {{"axes", std::vector<std::int64_t>{0}}})[0];
+  Tensor y = net.add_activation("relu", u);
+  Tensor z = net.add_activation("relu", y);
+  net.mark_output(net.add_binary("add", z, u), "out");  // u (an alias of h) lives until the last layer
+  const graph::Graph& g = net.graph();
+  const std::vector<std::vector<Dims>> shapes(3, graph::evaluate_shapes(g, {Dims{4, 8}}));
+  const builder::MemoryPlan plain = builder::plan_memory(g, shapes, false);
+  const builder::MemoryPlan aliased = builder::plan_memory(g, shapes, true);
+  EXPECT_NE(plain.offset[static_cast<std::size_t>(r.id)], plain.offset[static_cast<std::size_t>(h.id)]);
+  EXPECT_EQ(aliased.offset[static_cast<std::size_t>(r.id)], aliased.offset[static_cast<std::size_t>(h.id)]);
+  EXPECT_EQ(aliased.offset[static_cast<std::size_t>(u.id)], aliased.offset[static_cast<std::size_t>(h.id)]);
+  // y and z are live while the alias group is: neither may share its bytes.
+  for (Tensor t : {y, z}) {
+    EXPECT_NE(aliased.offset[static_cast<std::size_t>(t.id)], aliased.offset[static_cast<std::size_t>(h.id)]);
+  }
+  EXPECT_LE(aliased.arena_bytes, plain.arena_bytes);
+}
+
+}  // namespace
+}  // namespace tensoracle
