@@ -23,4 +23,10 @@ Network fold_constants(const Network& network, WeightPool& pool, std::size_t max
 // on entry and f32 outputs cast back on exit; casts and dequantizes to f32 produce `low` instead.
 Network lower_precision(const Network& network, DataType low, WeightPool& pool);  // passes/lower_precision.cpp
 
+// CUDA targets: replaces each group of connected elementwise layers (arithmetic, comparisons, where, math,
+// activations, not, cast) that the kernel generator handles by one fused_elementwise layer. A layer joins the group
+// of its readers when all of them are in that group and its output is not a network output; the group's inputs may
+// broadcast to its output. A single such layer becomes a group of one. Groups keep at most 16 inputs.
+Network fuse_elementwise(const Network& network);  // passes/fuse_elementwise.cpp
+
 }  // namespace tensoracle::builder
