@@ -14,6 +14,14 @@ export TENSORACLE_CLI="$PWD/$build/tools/cli/tensoracle"
 export TENSORACLE_SAFETENSORS_REWRITE="$PWD/$build/tests/safetensors_rewrite"
 export TENSORACLE_FLOAT_REFS_DIR="$PWD/$build/float_refs_device"
 export TENSORACLE_CACHE_OPEN_CHILD="$PWD/$build/tests/cache_open_child"
+# NVRTC (the builder compiles generated kernels with it): the system's, else the CUDA runtime's or a PyTorch
+# (nvidia-*) wheel's copy.
+if ! ldconfig -p | grep -q 'libnvrtc.so.13 '; then
+  site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
+  nvrtc=$(find /usr/local /usr/lib /opt $site -name 'libnvrtc.so.13' 2>/dev/null | head -n 1)
+  [[ -n $nvrtc ]] && export LD_LIBRARY_PATH="$(dirname "$nvrtc"):$LD_LIBRARY_PATH"
+fi
+echo "NVRTC: ${nvrtc:-$(ldconfig -p | grep -m1 'libnvrtc.so.13 ' || echo 'not found')}"
 summary=()
 step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
   local name=$1
@@ -27,7 +35,8 @@ step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
   fi
 }
 nvidia-smi >"$out/nvidia-smi.log" 2>&1
-# GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers only those (each fits one 10-minute call).
+# GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers only those (each fits one 10-minute call);
+# =quick the CUDA engine tests, the op-conformance and model suites on the GPU only.
 part=${GPU_CHECK_PART:-all}
 step version "$TENSORACLE_CLI" --version
 if [[ $part != sanitizers ]]; then
@@ -39,6 +48,7 @@ step conformance_cuda env TENSORACLE_CONFORMANCE_TARGET=cuda python3 -m pytest -
 # The model-level networks (BERT, GPT-2, Llama layers, ResNet blocks) as fp32 and fp16 CUDA engines vs PyTorch.
 step models_cuda env TENSORACLE_MODEL_TARGET=cuda python3 -m pytest -q -p no:cacheprovider \
   tests/python/test_models.py -k test_engine
+if [[ $part != quick ]]; then
 # The main job on the GPU, fp32 and fp16.
 step example_fp32 "$build/examples/transformer_encoder" --dir "$out/example" --target cuda --precision fp32
 step example_fp16 "$build/examples/transformer_encoder" --dir "$out/example" --target cuda --precision fp16
@@ -47,9 +57,10 @@ step float_refs python3 tests/python/gen_float_references.py "$TENSORACLE_FLOAT_
 step unit "$build/tests/tensoracle_unit_tests" --gtest_brief=1
 step python python3 -m pytest -q -p no:cacheprovider tests/python --ignore=tests/python/test_conformance.py
 fi
+fi
 # compute-sanitizer on the op suite's kernels that use shared memory or warp shuffles (racecheck) and on every
 # op family (memcheck), each case's engine run under the tool.
-if [[ $part == tests ]]; then
+if [[ $part == tests || $part == quick ]]; then
   :
 elif command -v compute-sanitizer >/dev/null; then
   shared='attention or norm or softmax or reduce or top_k or argm or transpose or global_avg or conv or matmul or linear'

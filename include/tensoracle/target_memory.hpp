@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "tensoracle/builder.hpp"
@@ -71,6 +72,25 @@ class TargetTimer {
   void* start_event_ = nullptr;
   void* stop_event_ = nullptr;
   double start_ns_ = 0, stop_ns_ = 0;
+};
+
+// The work one call enqueues on a stream, captured once as a CUDA graph and launched as a whole (CUDA targets), which
+// removes the host's per-kernel launch cost (what trtexec's --useCudaGraph measures). The captured work must be
+// capturable (ExecutionContext::enqueue is, after one plain enqueue on the thread). On the CPU launch() calls the
+// function again.
+class TargetGraph {
+ public:
+  TargetGraph(Target target, CUstream_st* stream, std::function<void()> enqueue);
+  ~TargetGraph();
+  TargetGraph(const TargetGraph&) = delete;
+  TargetGraph& operator=(const TargetGraph&) = delete;
+  void launch();
+
+ private:
+  Target target_;
+  CUstream_st* stream_;
+  std::function<void()> enqueue_;
+  void* graph_ = nullptr;  // the instantiated graph (cudaGraphExec_t)
 };
 
 }  // namespace tensoracle

@@ -3,8 +3,12 @@
 #include <sys/utsname.h>
 
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "backends/cuda/codegen/nvrtc_compiler.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "builder/memory_plan.hpp"
 #include "builder/passes/passes.hpp"
@@ -100,6 +104,14 @@ Json target_json(const BuilderConfig& config) {
 
 Json dims_json(const Dims& d) { return d.values(); }
 
+// "9.0" of a CUDA target's JSON as {9, 0}.
+std::pair<int, int> compute_capability(const Json& target) {
+  const std::string cc = target.at("compute_capability").get<std::string>();
+  const auto dot = cc.find('.');
+  if (dot == std::string::npos) throw Error(fmt::format("internal error: compute capability '{}'", cc));
+  return {std::stoi(cc.substr(0, dot)), std::stoi(cc.substr(dot + 1))};
+}
+
 }  // namespace
 
 Builder::Builder(BuilderConfig config) : config_(std::move(config)) {}
@@ -124,6 +136,14 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     net = builder::fuse_matmul_bias(net, pool);
     net = builder::fuse_epilogues(net);
     net = builder::to_channels_last(net, pool);
+    // Elementwise chains become generated kernels when NVRTC can be loaded; without it they keep the precompiled
+    // kernels (slower: one step per op), and the build says so.
+    try {
+      cuda::codegen::nvrtc_description();
+      net = builder::fuse_elementwise(net);
+    } catch (const UnsupportedError& e) {
+      log(LogSeverity::kWarning, fmt::format("build: elementwise layers are not fused: {}", e.what()));
+    }
   }
   const graph::Graph& g = net.graph();
   info(fmt::format("build: {} layers after graph passes", g.layers.size()));
@@ -197,6 +217,43 @@ std::vector<std::byte> Builder::build(const Network& network) const {
                          {"outputs", std::move(outs)}});
   }
 
+  // Kernels generated for their step (fused elementwise chains), compiled with NVRTC for the target's GPU into the
+  // "kernels" section; identical sources (repeated blocks of a model) share one binary.
+  std::vector<std::byte> kernel_bytes;
+  if (config_.target.kind == TargetKind::kCuda) {
+    const auto compile_start = std::chrono::steady_clock::now();
+    const auto [cc_major, cc_minor] = compute_capability(target);
+    std::map<std::string, Json> compiled;  // source -> its "binary" entry
+    std::size_t generated = 0;
+    for (std::size_t l = 0; l < g.layers.size(); ++l) {
+      Json& step = steps[l];
+      std::optional<cuda::GeneratedKernel> kernel =
+          cuda::generate_step_kernel(g, g.layers[l], step["kernel"].get<std::string>());
+      if (!kernel) continue;
+      ++generated;
+      auto it = compiled.find(kernel->source);
+      if (it == compiled.end()) {
+        const std::vector<std::byte> cubin = cuda::compile_generated_kernel(
+            kernel->source, cc_major, cc_minor, fmt::format("layer '{}'", g.layers[l].name));
+        const std::size_t offset = (kernel_bytes.size() + runtime::kSectionAlignment - 1) / runtime::kSectionAlignment *
+                                   runtime::kSectionAlignment;
+        kernel_bytes.resize(offset + cubin.size());
+        std::memcpy(kernel_bytes.data() + offset, cubin.data(), cubin.size());
+        it =
+            compiled
+                .emplace(kernel->source, Json{{"offset", offset}, {"size", cubin.size()}, {"entries", kernel->entries}})
+                .first;
+      }
+      step["binary"] = it->second;
+    }
+    if (generated != 0) {
+      const std::chrono::duration<double> compile_seconds = std::chrono::steady_clock::now() - compile_start;
+      info(fmt::format("build: {} generated kernels ({} distinct, {} bytes) compiled with {} for sm_{}{} in {:.2f} s",
+                       generated, compiled.size(), kernel_bytes.size(), cuda::codegen::nvrtc_description(), cc_major,
+                       cc_minor, compile_seconds.count()));
+    }
+  }
+
   const builder::MemoryPlan memory = builder::plan_memory(g, shapes, config_.target.kind == TargetKind::kCuda);
   Json memory_tensors = Json::array();
   for (std::size_t id = 0; id < g.tensors.size(); ++id) {
@@ -263,7 +320,9 @@ std::vector<std::byte> Builder::build(const Network& network) const {
                   {"weights_bytes", weight_bytes.size()},
                   {"tensors", std::move(memory_tensors)}}},
                 {"build_seconds", seconds.count()}};
-  std::vector<std::byte> bytes = runtime::write_plan(std::move(manifest), {{"weights", weight_bytes}});
+  std::vector<runtime::SectionData> sections{{"weights", weight_bytes}};
+  if (!kernel_bytes.empty()) sections.push_back({"kernels", kernel_bytes});
+  std::vector<std::byte> bytes = runtime::write_plan(std::move(manifest), sections);
   info(fmt::format("build: done in {:.2f} s; engine {} bytes, weights {} bytes, activation arena {} bytes",
                    seconds.count(), bytes.size(), weight_bytes.size(), memory.arena_bytes));
   return bytes;

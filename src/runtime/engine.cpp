@@ -1,8 +1,12 @@
 // Engine: deserializes and validates engine bytes, rebuilds the optimized graph and hands the weights to the target.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <span>
 
 #include "backends/cpu/kernels/numeric.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
@@ -130,7 +134,53 @@ void read_io(const ManifestReader& r, EngineState& s) {
   }
 }
 
-void read_steps_and_memory(const ManifestReader& r, EngineState& s) {
+// A generated kernel's binary: a CUBIN (ELF image) inside the "kernels" section at an aligned offset, with exactly the
+// entry points the kernel defines.
+void read_binary(const ManifestReader& r, const Json& object, const std::string& where,
+                 const std::optional<std::span<const std::byte>>& section, runtime::StepPlan& step) {
+  const std::size_t expected = runtime::generated_kernel_entry_count(step.kernel);
+  const bool present = object.contains("binary");
+  if (expected == 0) {
+    if (present)
+      r.fail(where, fmt::format("kernel '{}' is not generated at build time but has a 'binary'", step.kernel));
+    return;
+  }
+  if (!present)
+    r.fail(where, fmt::format("kernel '{}' is generated at build time: its 'binary' is missing", step.kernel));
+  if (!section) r.fail(where, "the step has a binary but the engine has no 'kernels' section");
+  const Json& binary = object["binary"];
+  const std::string at = where + " binary";
+  if (!binary.is_object()) r.fail(at, "is not an object");
+  for (auto it = binary.begin(); it != binary.end(); ++it) {
+    if (it.key() != "offset" && it.key() != "size" && it.key() != "entries")
+      r.fail(at, fmt::format("unknown key '{}'", it.key()));
+  }
+  const std::uint64_t offset = r.uint(binary, "offset", at);
+  const std::uint64_t size = r.uint(binary, "size", at);
+  if (offset % runtime::kSectionAlignment != 0) r.fail(at, fmt::format("offset {} is not aligned", offset));
+  if (size < 4 || offset > section->size() || size > section->size() - offset)
+    r.fail(at, fmt::format("{} bytes at {} do not fit the {}-byte kernels section", size, offset, section->size()));
+  step.binary = section->data() + offset;
+  step.binary_size = static_cast<std::size_t>(size);
+  step.binary_offset = offset;
+  constexpr unsigned char kElfMagic[4] = {0x7F, 'E', 'L', 'F'};
+  if (std::memcmp(step.binary, kElfMagic, sizeof kElfMagic) != 0) r.fail(at, "is not a CUBIN (ELF) image");
+  const Json& entries = r.array(binary, "entries", at);
+  if (entries.size() != expected)
+    r.fail(at,
+           fmt::format("kernel '{}' has {} entry points, the step lists {}", step.kernel, expected, entries.size()));
+  for (const auto& e : entries) {
+    const bool valid = e.is_string() && !e.get_ref<const std::string&>().empty() &&
+                       e.get_ref<const std::string&>().size() <= 128 &&
+                       std::all_of(e.get_ref<const std::string&>().begin(), e.get_ref<const std::string&>().end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
+    if (!valid) r.fail(at, "entry points must be identifiers of at most 128 characters");
+    step.entries.push_back(e.get<std::string>());
+  }
+}
+
+void read_steps_and_memory(const ManifestReader& r, EngineState& s,
+                           const std::optional<std::span<const std::byte>>& kernels) {
   const graph::Graph& g = s.graph();
   const Json& steps = r.array(s.manifest, "steps", "manifest");
   if (steps.size() != g.layers.size()) r.fail("steps", "there must be one step per layer of the network");
@@ -149,6 +199,7 @@ void read_steps_and_memory(const ManifestReader& r, EngineState& s) {
                                 layer.op, s.target.kind == TargetKind::kCpu ? "the CPU" : "CUDA"));
     }
     step.workspace_bytes = r.uint(steps[i], "workspace_bytes", where);
+    read_binary(r, steps[i], where, kernels, step);
     s.steps.push_back(std::move(step));
   }
 
@@ -234,6 +285,14 @@ std::unique_ptr<EngineState> parse_engine(std::vector<std::byte> bytes, const st
   for (auto it = s->manifest.begin(); it != s->manifest.end(); ++it) {
     if (kKnownKeys.count(it.key()) == 0) r.fail("manifest", fmt::format("unknown key '{}'", it.key()));
   }
+  std::optional<std::span<const std::byte>> kernels;
+  for (const auto& section : plan.sections) {
+    if (section.name == "kernels") {
+      kernels = section.bytes;
+    } else if (section.name != "weights") {
+      r.fail("sections", fmt::format("unknown section '{}'", section.name));
+    }
+  }
   read_target(r, *s);
   const auto weight_views = read_weights(r, *s, plan.section("weights", display_name));
   const Json& network = r.field(s->manifest, "network", "manifest");
@@ -248,7 +307,7 @@ std::unique_ptr<EngineState> parse_engine(std::vector<std::byte> bytes, const st
     r.fail("network", e.what());
   }
   read_io(r, *s);
-  read_steps_and_memory(r, *s);
+  read_steps_and_memory(r, *s, kernels);
   materialize_constants(*s);
   return s;
 }

@@ -25,6 +25,13 @@ struct StepPlan {
   std::size_t layer = 0;  // index in network.graph().layers
   std::string kernel;     // stable kernel name recorded by the builder
   std::size_t workspace_bytes = 0;
+  // Kernels generated at build time: the compiled binary (a view into the "kernels" section, at binary_offset in it;
+  // steps with the same offset share one binary) and its entry points. Empty for every other kernel.
+  // (Pointer and size rather than std::span: this header is also compiled as CUDA C++17.)
+  const std::byte* binary = nullptr;
+  std::size_t binary_size = 0;
+  std::uint64_t binary_offset = 0;
+  std::vector<std::string> entries;
 };
 
 class TargetContext;

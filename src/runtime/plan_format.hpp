@@ -12,7 +12,9 @@
 namespace tensoracle::runtime {
 
 inline constexpr char kPlanMagic[8] = {'T', 'S', 'R', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr std::uint32_t kPlanFormatVersion = 1;
+// Written by this build; it reads every version from 1 up to it (docs/engine-format.md: version policy).
+// 2: steps may carry a generated kernel binary in the "kernels" section.
+inline constexpr std::uint32_t kPlanFormatVersion = 2;
 inline constexpr std::size_t kPlanHeaderSize = 32;
 inline constexpr std::size_t kSectionAlignment = 256;
 // Bounds that keep a damaged engine from asking for absurd work before it is rejected.

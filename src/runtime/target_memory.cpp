@@ -131,4 +131,18 @@ double TargetTimer::elapsed_ms() const {
   return cuda::event_elapsed_ms(target_.device, start_event_, stop_event_);
 }
 
+TargetGraph::TargetGraph(Target target, CUstream_st* stream, std::function<void()> enqueue)
+    : target_(target), stream_(stream), enqueue_(std::move(enqueue)) {
+  if (!is_cpu(target_)) graph_ = cuda::graph_capture(target_.device, stream_, enqueue_);
+}
+
+TargetGraph::~TargetGraph() {
+  if (graph_ != nullptr) cuda::graph_destroy(target_.device, graph_);
+}
+
+void TargetGraph::launch() {
+  if (is_cpu(target_)) return enqueue_();
+  cuda::graph_launch(target_.device, graph_, stream_);
+}
+
 }  // namespace tensoracle

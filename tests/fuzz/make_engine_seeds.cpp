@@ -1,9 +1,13 @@
-// Writes a few small, valid CPU engines (fp32 and fp16, fixed and ranged shapes) as seeds for fuzz_engine_plan.
+// Writes a few small, valid engines as seeds for fuzz_engine_plan: CPU engines (fp32 and fp16, fixed and ranged
+// shapes, a fused_elementwise layer) and a CUDA engine whose step carries a generated kernel in a kernels section.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "runtime/plan_format.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/network.hpp"
 
@@ -45,6 +49,38 @@ int main(int argc, char** argv) {
     net.mark_output(net.add_transpose(net.add_activation("relu", s), {1, 0}), "t");
     net.mark_output(net.add_reduce("sum", s, {1}, false), "r");
     write(dir + "/binary.engine", Builder(BuilderConfig{}).build(net));
+  }
+  {
+    // What the builder's fusion pass makes for CUDA targets, here run by the CPU reference kernel.
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {-1, 3});
+    Tensor b = net.add_small_constant({1, 2, 3}, DataType::kF32, {3}, "b");
+    const std::string program = R"([{"op":"mul","args":[0,1],"dtype":"f32"},)"
+                                R"({"op":"gelu","args":[2],"attrs":{"approximate":"tanh"},"dtype":"f32"}])";
+    net.mark_output(net.add_layer("fused_elementwise", {x, b}, {{"program", program}}, "fused")[0], "y");
+    BuilderConfig config;
+    config.add_profile("x", {1, 3}, {2, 3}, {4, 3});
+    const std::vector<std::byte> cpu = Builder(config).build(net);
+    write(dir + "/fused_cpu.engine", cpu);
+    // The same as a CUDA engine with its generated kernel in a kernels section (an ELF stub: the fuzzer exercises
+    // validation, which ends before any GPU is looked for).
+    const runtime::ParsedPlan plan = runtime::parse_plan(cpu, "seed");
+    nlohmann::json manifest = plan.manifest;
+    manifest.erase("sections");
+    manifest["target"] = {{"kind", "cuda"}, {"device_name", "seed GPU"}, {"compute_capability", "9.0"}};
+    manifest["steps"][0]["kernel"] = "fused_elementwise_nvrtc";
+    std::vector<std::byte> kernels(64, std::byte{0});
+    std::memcpy(kernels.data(),
+                "\x7F"
+                "ELF",
+                4);
+    manifest["steps"][0]["binary"] = {
+        {"offset", 0},
+        {"size", kernels.size()},
+        {"entries",
+         {"fused_elementwise_contiguous", "fused_elementwise_broadcast_i32", "fused_elementwise_broadcast_i64"}}};
+    write(dir + "/fused_cuda.engine",
+          runtime::write_plan(manifest, {{"weights", plan.section("weights", "seed")}, {"kernels", kernels}}));
   }
   return 0;
 }

@@ -3,11 +3,18 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
+#include "backends/cuda/codegen/elementwise_codegen.hpp"
+#include "backends/cuda/cuda_kernels.hpp"
+#include "builder/passes/passes.hpp"
+#include "runtime/plan_format.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/engine.hpp"
+#include "tensoracle/target_memory.hpp"
 #include "tensoracle/float_convert.hpp"
 #include "tensoracle/reference_executor.hpp"
 
@@ -310,6 +317,158 @@ TEST(Engine, DamagedEnginesAreCleanErrors) {
   std::vector<std::byte> newer = bytes;
   newer[8] = std::byte{99};
   EXPECT_THROW(Engine::deserialize(newer), UnsupportedError);
+}
+
+TEST(Engine, OlderFormatVersionsAreRead) {
+  std::mt19937 rng(10);
+  MlpModel model(rng);
+  auto bytes = Builder(mlp_config()).build(model.net);
+  EXPECT_EQ(static_cast<int>(bytes[8]), 2);  // the current format version
+  bytes[8] = std::byte{1};                   // an engine without generated kernels is also a valid version 1 engine
+  EXPECT_NO_THROW(Engine::deserialize(bytes));
+  bytes[8] = std::byte{3};
+  EXPECT_THROW(Engine::deserialize(bytes), UnsupportedError);
+}
+
+// ---- generated kernels: the "kernels" section ----
+
+using Json = nlohmann::json;
+
+// The bytes of a kernel binary for the fused layer: a real CUBIN where NVRTC is built in, else an ELF-looking stub
+// (only the loader on a GPU looks further).
+std::vector<std::byte> kernel_binary(const Network& net) {
+  if (cuda::backend_built()) {
+    const auto& layer = net.graph().layers.at(0);
+    const auto generated = cuda::generate_step_kernel(net.graph(), layer, "fused_elementwise_nvrtc");
+    return cuda::compile_generated_kernel(generated.value().source, 9, 0, "layer '" + layer.name + "'");
+  }
+  std::vector<std::byte> stub(96, std::byte{0});
+  std::memcpy(stub.data(),
+              "\x7F"
+              "ELF",
+              4);
+  return stub;
+}
+
+// A CUDA engine, for a GPU no machine has, whose one step runs a generated kernel stored in the kernels section.
+// `change` may damage the manifest or the section before the engine is written.
+std::vector<std::byte> engine_with_kernels(const std::function<void(Json&, std::vector<std::byte>&)>& change = {},
+                                           bool with_section = true, bool cpu_target = false) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {2, 3});
+  net.mark_output(net.add_activation("relu", net.add_binary("mul", x, x)), "y");
+  const Network fused = builder::fuse_elementwise(net);
+  const auto cpu_bytes = Builder(BuilderConfig{}).build(fused);
+  const runtime::ParsedPlan plan = runtime::parse_plan(cpu_bytes, "cpu engine");
+  Json manifest = plan.manifest;
+  manifest.erase("sections");
+  if (!cpu_target) {
+    manifest["target"] = Json{{"kind", "cuda"},
+                              {"device_name", "GPU no machine has"},
+                              {"compute_capability", "9.0"},
+                              {"multiprocessor_count", 132},
+                              {"total_memory_bytes", 150000000000},
+                              {"cuda_runtime_version", 13000}};
+    manifest["steps"][0]["kernel"] = "fused_elementwise_nvrtc";
+  }
+  std::vector<std::byte> kernels = kernel_binary(fused);
+  manifest["steps"][0]["binary"] =
+      Json{{"offset", 0}, {"size", kernels.size()}, {"entries", cuda::codegen::entry_names()}};
+  if (change) change(manifest, kernels);
+  std::vector<runtime::SectionData> sections{{"weights", plan.section("weights", "cpu engine")}};
+  if (with_section) sections.push_back({"kernels", kernels});
+  return runtime::write_plan(manifest, sections);
+}
+
+TEST(Engine, GeneratedKernelsRoundTripInTheKernelsSection) {
+  const auto bytes = engine_with_kernels();
+  const Json manifest = Json::parse(Engine::inspect(bytes));
+  EXPECT_EQ(manifest["steps"][0]["kernel"], "fused_elementwise_nvrtc");
+  EXPECT_EQ(manifest["steps"][0]["binary"]["entries"].size(), 3U);
+  EXPECT_EQ(manifest["sections"][1]["name"], "kernels");
+  EXPECT_EQ(manifest["sections"][1]["offset"].get<std::uint64_t>() % 256, 0U);
+  // Valid, but made for a GPU this machine does not have (or a build without CUDA): not a format error.
+  EXPECT_THROW(Engine::deserialize(bytes), UnsupportedError);
+}
+
+TEST(Engine, DamagedKernelsSectionsAreFormatErrors) {
+  using Change = std::function<void(Json&, std::vector<std::byte>&)>;
+  auto binary = [](Json& m) -> Json& { return m["steps"][0]["binary"]; };
+  const std::vector<std::pair<std::string, Change>> changes = {
+      {"misaligned offset", [&](Json& m, auto&) { binary(m)["offset"] = 8; }},
+      {"offset past the section", [&](Json& m, auto& k) { binary(m)["offset"] = (k.size() / 256 + 1) * 256; }},
+      {"size past the section", [&](Json& m, auto& k) { binary(m)["size"] = k.size() + 1; }},
+      {"size 0", [&](Json& m, auto&) { binary(m)["size"] = 0; }},
+      {"huge size", [&](Json& m, auto&) { binary(m)["size"] = std::uint64_t{1} << 63; }},
+      {"negative offset", [&](Json& m, auto&) { binary(m)["offset"] = -256; }},
+      {"float size", [&](Json& m, auto&) { binary(m)["size"] = 1.5; }},
+      {"two entries",
+       [&](Json& m, auto&) {
+         binary(m)["entries"] = Json{"a", "b"};
+       }},
+      {"four entries", [&](Json& m, auto&) { binary(m)["entries"].push_back("d"); }},
+      {"entries not strings",
+       [&](Json& m, auto&) {
+         binary(m)["entries"] = Json{1, 2, 3};
+       }},
+      {"entry not an identifier", [&](Json& m, auto&) { binary(m)["entries"][1] = "bad name"; }},
+      {"empty entry", [&](Json& m, auto&) { binary(m)["entries"][2] = ""; }},
+      {"entries not a list", [&](Json& m, auto&) { binary(m)["entries"] = "x"; }},
+      {"no entries", [&](Json& m, auto&) { binary(m).erase("entries"); }},
+      {"no binary", [&](Json& m, auto&) { m["steps"][0].erase("binary"); }},
+      {"binary not an object", [&](Json& m, auto&) { binary(m) = Json::array(); }},
+      {"unknown binary key", [&](Json& m, auto&) { binary(m)["extra"] = 1; }},
+      {"not an ELF image", [&](Json&, auto& k) { k[0] = std::byte{0}; }},
+      {"binary on a hand-written kernel", [&](Json& m, auto&) { m["steps"][0]["kernel"] = "add_f32_broadcast"; }},
+  };
+  for (const auto& [what, change] : changes) {
+    const auto bytes = engine_with_kernels(change);
+    EXPECT_THROW(Engine::inspect(bytes), FormatError) << what;
+    EXPECT_THROW(Engine::deserialize(bytes), FormatError) << what;
+  }
+  EXPECT_THROW(Engine::inspect(engine_with_kernels({}, /*with_section=*/false)), FormatError) << "no kernels section";
+  EXPECT_THROW(Engine::deserialize(engine_with_kernels({}, true, /*cpu_target=*/true)), FormatError)
+      << "a CPU step with a binary";
+
+  // Unknown sections are rejected too.
+  const runtime::ParsedPlan plan = runtime::parse_plan(engine_with_kernels(), "engine");
+  Json manifest = plan.manifest;
+  manifest.erase("sections");
+  std::vector<runtime::SectionData> sections = plan.sections;
+  const std::vector<std::byte> other(8, std::byte{1});
+  sections.push_back({"other", other});
+  EXPECT_THROW(Engine::inspect(runtime::write_plan(manifest, sections)), FormatError);
+
+  // Truncations and byte flips of the whole engine, kernels included: errors, never crashes.
+  const auto bytes = engine_with_kernels();
+  for (std::size_t n = 0; n < bytes.size(); n += (n < 2048 ? 7 : 211)) {
+    std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_THROW(Engine::inspect(cut), Error) << "truncated to " << n;
+  }
+  for (std::size_t i = 0; i < bytes.size(); i += 13) {
+    auto damaged = bytes;
+    damaged[i] ^= std::byte{0x5A};
+    try {
+      Engine::deserialize(damaged);
+    } catch (const Error&) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tensoracle
+
+namespace tensoracle {
+namespace {
+
+TEST(TargetGraph, OnTheCpuEachLaunchRunsTheWorkAgain) {
+  TargetStream stream(Target{});
+  int runs = 0;
+  TargetGraph graph(Target{}, stream.get(), [&] { ++runs; });
+  EXPECT_EQ(runs, 0);  // nothing is captured on the CPU
+  graph.launch();
+  graph.launch();
+  EXPECT_EQ(runs, 2);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,20 @@ std::size_t kernel_workspace_for(const std::string& kernel, const graph::Graph& 
 // the graph) on random inputs and returns the index of the fastest (median of several runs).
 std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
                             const std::vector<std::string>& candidates, Precision precision, int device);
+
+// A kernel generated for one step at build time: CUDA C++ and the entry points it defines, in manifest order.
+struct GeneratedKernel {
+  std::string source;
+  std::vector<std::string> entries;
+};
+
+// The generated source of `kernel` for the layer (fused_elementwise_nvrtc); nullopt for hand-written kernels.
+std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph& graph, const graph::Layer& layer,
+                                                    const std::string& kernel);
+
+// Compiles a generated source with NVRTC for compute capability major.minor and returns the CUBIN. `what` names the
+// layer in errors: UnsupportedError when NVRTC can't be loaded, CudaError with NVRTC's log when compilation fails.
+std::vector<std::byte> compile_generated_kernel(const std::string& source, int cc_major, int cc_minor,
+                                                const std::string& what);
 
 }  // namespace tensoracle::cuda

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 struct CUstream_st;
 
@@ -20,5 +21,10 @@ void event_destroy(int device, void* event) noexcept;
 void event_record(int device, void* event, CUstream_st* stream);
 // Milliseconds between two recorded events (synchronizes on `stop`).
 float event_elapsed_ms(int device, void* start, void* stop);
+// A CUDA graph of what `enqueue` puts on `stream` (captured in the thread-local mode), instantiated; launch and
+// destroy it.
+void* graph_capture(int device, CUstream_st* stream, const std::function<void()>& enqueue);
+void graph_launch(int device, void* graph, CUstream_st* stream);
+void graph_destroy(int device, void* graph) noexcept;
 
 }  // namespace tensoracle::cuda

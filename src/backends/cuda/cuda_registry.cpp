@@ -2,8 +2,11 @@
 #include <algorithm>
 #include <string>
 
+#include "backends/cuda/codegen/elementwise_codegen.hpp"
+#include "backends/cuda/codegen/nvrtc_compiler.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "runtime/kernel_names.hpp"
 
 namespace tensoracle::cuda {
 
@@ -18,6 +21,7 @@ const std::vector<KernelEntry>& kernel_registry() {
     register_transformer_kernels(all);
     register_convolution_kernels(all);
     register_quantization_kernels(all);
+    register_fused_elementwise_kernels(all);
     std::stable_sort(all.begin(), all.end(),
                      [](const KernelEntry& a, const KernelEntry& b) { return std::string(a.op) < std::string(b.op); });
     return all;
@@ -45,6 +49,18 @@ std::vector<std::string> kernel_candidates(const graph::Graph& graph, const grap
     if (layer.op == k.op && k.supports(graph, layer, precision)) names.emplace_back(k.name);
   }
   return names;
+}
+
+std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph& graph, const graph::Layer& layer,
+                                                    const std::string& kernel) {
+  if (runtime::generated_kernel_entry_count(kernel) == 0) return std::nullopt;
+  codegen::GeneratedSource generated = codegen::generate_fused_elementwise(graph, layer);
+  return GeneratedKernel{std::move(generated.source), std::move(generated.entries)};
+}
+
+std::vector<std::byte> compile_generated_kernel(const std::string& source, int cc_major, int cc_minor,
+                                                const std::string& what) {
+  return codegen::compile_to_cubin(source, cc_major, cc_minor, what);
 }
 
 }  // namespace tensoracle::cuda

@@ -39,6 +39,10 @@ struct StepLaunch {
   cudaStream_t stream = nullptr;
   LibraryHandles* handles = nullptr;
   Precision precision = Precision::kFp32;  // kTf32 allows TF32 tensor cores for f32 products
+  // Entry points generated and compiled for this step at build time (NVRTC) and loaded with the engine, in the order
+  // of the step's manifest entry list (each a cudaKernel_t as const void*, for cudaLaunchKernel); nullptr for the
+  // hand-written kernels.
+  const std::vector<const void*>* compiled = nullptr;
 };
 
 // A launch function enqueues the step's work on launch.stream and returns: it must not allocate
@@ -65,14 +69,15 @@ struct KernelEntry {
 };
 
 // Each family lists its kernels; the registry calls these once (no static initializers).
-void register_elementwise_kernels(std::vector<KernelEntry>& kernels);     // kernels/elementwise.cu
-void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels);  // kernels/linear_algebra.cu
-void register_normalization_kernels(std::vector<KernelEntry>& kernels);   // kernels/normalization.cu
-void register_data_movement_kernels(std::vector<KernelEntry>& kernels);   // kernels/data_movement.cu
-void register_reduction_kernels(std::vector<KernelEntry>& kernels);       // kernels/reduction.cu
-void register_transformer_kernels(std::vector<KernelEntry>& kernels);     // kernels/transformer.cu
-void register_convolution_kernels(std::vector<KernelEntry>& kernels);     // kernels/convolution.cu
-void register_quantization_kernels(std::vector<KernelEntry>& kernels);    // kernels/quantization.cu
+void register_elementwise_kernels(std::vector<KernelEntry>& kernels);        // kernels/elementwise.cu
+void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels);     // kernels/linear_algebra.cu
+void register_normalization_kernels(std::vector<KernelEntry>& kernels);      // kernels/normalization.cu
+void register_data_movement_kernels(std::vector<KernelEntry>& kernels);      // kernels/data_movement.cu
+void register_reduction_kernels(std::vector<KernelEntry>& kernels);          // kernels/reduction.cu
+void register_transformer_kernels(std::vector<KernelEntry>& kernels);        // kernels/transformer.cu
+void register_convolution_kernels(std::vector<KernelEntry>& kernels);        // kernels/convolution.cu
+void register_quantization_kernels(std::vector<KernelEntry>& kernels);       // kernels/quantization.cu
+void register_fused_elementwise_kernels(std::vector<KernelEntry>& kernels);  // kernels/fused_elementwise.cu
 
 // All registered kernels, sorted by op then in preference order.
 const std::vector<KernelEntry>& kernel_registry();

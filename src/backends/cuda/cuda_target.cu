@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <random>
 
 #include "backends/cuda/check.hpp"
+#include "backends/cuda/codegen/elementwise_codegen.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_step.hpp"
@@ -110,6 +112,34 @@ void event_destroy(int device, void* event) noexcept {
 void event_record(int device, void* event, CUstream_st* stream) {
   DeviceGuard guard(device);
   TENSORACLE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), stream), "recording an event");
+}
+
+void* graph_capture(int device, CUstream_st* stream, const std::function<void()>& enqueue) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
+  cudaGraph_t graph = nullptr;
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);  // ends the capture; the partial graph is dropped
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  TENSORACLE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph), "capturing a CUDA graph");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  TENSORACLE_CUDA_CHECK(status, "instantiating a CUDA graph");
+  return exec;
+}
+
+void graph_launch(int device, void* graph, CUstream_st* stream) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream), "launching a CUDA graph");
+}
+
+void graph_destroy(int /*device*/, void* graph) noexcept {
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 float event_elapsed_ms(int device, void* start, void* stop) {
@@ -325,15 +355,14 @@ class CudaEngine final : public TargetEngine {
                                 fmt::format("{}: uploading weights", engine.display_name));
         }
       }
+      load_generated_kernels();
     } catch (...) {
-      cudaFree(weights_);
+      release();
       throw;
     }
     for (const auto& step : engine.steps) entries_.push_back(cuda::find_kernel_entry(step.kernel));
   }
-  ~CudaEngine() override {
-    if (weights_ != nullptr) cuda::device_free(device_, weights_);
-  }
+  ~CudaEngine() override { release(); }
 
   std::unique_ptr<TargetContext> create_context() const override;
   std::size_t weight_bytes() const override { return weight_bytes_; }
@@ -344,6 +373,53 @@ class CudaEngine final : public TargetEngine {
   std::size_t weight_bytes_ = 0;
   std::vector<void*> constants_;  // device address per tensor id (constants)
   std::vector<const cuda::KernelEntry*> entries_;
+  // Generated kernels: one library per distinct binary (by offset in the kernels section), the entry points per step.
+  std::map<std::uint64_t, cudaLibrary_t> libraries_;
+  std::vector<std::vector<const void*>> compiled_;
+
+ private:
+  // Loads each binary of the kernels section once (on the current device, the engine's) and finds every step's entry
+  // points; cudaFuncGetAttributes loads them into the device's context now, so no enqueue (or graph capture) loads
+  // modules lazily.
+  void load_generated_kernels() {
+    const graph::Graph& g = engine_.graph();
+    compiled_.resize(engine_.steps.size());
+    for (std::size_t i = 0; i < engine_.steps.size(); ++i) {
+      const StepPlan& step = engine_.steps[i];
+      if (step.binary == nullptr) continue;
+      const std::string what = fmt::format("{}: loading the generated kernel of layer '{}'", engine_.display_name,
+                                           g.layers[step.layer].name);
+      auto it = libraries_.find(step.binary_offset);
+      if (it == libraries_.end()) {
+        cudaLibrary_t library = nullptr;
+        TENSORACLE_CUDA_CHECK(cudaLibraryLoadData(&library, step.binary, nullptr, nullptr, 0, nullptr, nullptr, 0),
+                              what);
+        it = libraries_.emplace(step.binary_offset, library).first;
+      }
+      for (const auto& name : step.entries) {
+        cudaKernel_t kernel = nullptr;
+        TENSORACLE_CUDA_CHECK(cudaLibraryGetKernel(&kernel, it->second, name.c_str()), what + " (" + name + ")");
+        const void* function = reinterpret_cast<const void*>(kernel);
+        cudaFuncAttributes attributes{};
+        TENSORACLE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, function), what + " (" + name + ")");
+        if (attributes.maxThreadsPerBlock < cuda::codegen::kThreads)
+          throw CudaError(fmt::format("{} ({}): it runs at most {} threads per block, the launch uses {}", what, name,
+                                      attributes.maxThreadsPerBlock, cuda::codegen::kThreads));
+        compiled_[i].push_back(function);
+      }
+    }
+  }
+
+  void release() noexcept {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device_);
+    for (const auto& [offset, library] : libraries_) cudaLibraryUnload(library);
+    libraries_.clear();
+    if (weights_ != nullptr) cudaFree(weights_);
+    weights_ = nullptr;
+    cudaSetDevice(previous);
+  }
 };
 
 class CudaContext final : public TargetContext {
@@ -386,6 +462,7 @@ class CudaContext final : public TargetContext {
       launch.workspace_bytes = static_cast<std::size_t>(step.workspace_bytes);  // what the builder sized for the step
       launch.handles = &handles_;
       launch.precision = e.precision;
+      launch.compiled = engine_.compiled_[i].empty() ? nullptr : &engine_.compiled_[i];
       auto tensor = [&](std::int32_t id, bool output, std::size_t position) {
         cuda::DeviceTensor t;
         if (id < 0) return t;

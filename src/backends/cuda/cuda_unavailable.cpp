@@ -1,6 +1,7 @@
 // The CUDA backend's entry points in builds without CUDA: no kernels, and CUDA engines can't be loaded.
 #include <fmt/format.h>
 
+#include "backends/cuda/codegen/nvrtc_compiler.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_memory.hpp"
 #include "runtime/engine_state.hpp"
@@ -27,6 +28,25 @@ std::size_t time_candidates(const graph::Graph&, const graph::Layer&, const std:
                             const std::vector<std::string>&, Precision, int) {
   return 0;
 }
+
+std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph&, const graph::Layer&, const std::string&) {
+  return std::nullopt;
+}
+
+std::vector<std::byte> compile_generated_kernel(const std::string&, int, int, const std::string& what) {
+  throw UnsupportedError(fmt::format(
+      "{}: this build of tensoracle has no CUDA backend to compile kernels (configure with TENSORACLE_CUDA=ON)", what));
+}
+
+namespace codegen {
+
+std::vector<std::byte> compile_to_cubin(const std::string&, int, int, const std::string& what) {
+  return compile_generated_kernel({}, 0, 0, what);
+}
+
+std::string nvrtc_description() { return "NVRTC (not in this build: no CUDA backend)"; }
+
+}  // namespace codegen
 
 }  // namespace cuda
 
@@ -64,5 +84,8 @@ void* event_create(int) { no_cuda(); }
 void event_destroy(int, void*) noexcept {}
 void event_record(int, void*, CUstream_st*) { no_cuda(); }
 float event_elapsed_ms(int, void*, void*) { no_cuda(); }
+void* graph_capture(int, CUstream_st*, const std::function<void()>&) { no_cuda(); }
+void graph_launch(int, void*, CUstream_st*) { no_cuda(); }
+void graph_destroy(int, void*) noexcept {}
 
 }  // namespace tensoracle::cuda

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/numeric.hpp"
 #include "builder/graph_rewriter.hpp"
+#include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
 #include "graph/graph.hpp"
 
@@ -17,10 +18,7 @@ bool is_constant(const graph::Graph& g, std::int32_t id) {
 }
 
 std::vector<double> constant_values(const graph::Graph& g, std::int32_t id) {
-  const auto& t = g.tensor(id);
-  if (t.inline_constant) return t.values;
-  HostTensor h(t.dtype, t.weight->shape());
-  if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.weight->data, h.bytes.size());
+  HostTensor h = constant_tensor(g, id);
   return cpu::to_f64(h);
 }
 

@@ -8,26 +8,11 @@
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
 #include "builder/graph_rewriter.hpp"
+#include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
 #include "graph/graph.hpp"
 
 namespace tensoracle::builder {
-
-namespace {
-
-HostTensor constant_value(const graph::Graph& g, std::int32_t id) {
-  const auto& t = g.tensor(id);
-  if (t.inline_constant) {
-    HostTensor h(t.dtype, g.static_dims(id));
-    cpu::from_f64(h, t.values);
-    return h;
-  }
-  HostTensor h(t.dtype, t.weight->shape());
-  if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.weight->data, h.bytes.size());
-  return h;
-}
-
-}  // namespace
 
 Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes) {
   const graph::Graph& g = network.graph();
@@ -60,7 +45,7 @@ Network fold_constants(const Network& network, WeightPool& pool, std::size_t max
       } else if (folded[static_cast<std::size_t>(id)]) {
         in_values.push_back(*folded[static_cast<std::size_t>(id)]);
       } else {
-        in_values.push_back(constant_value(g, id));
+        in_values.push_back(constant_tensor(g, id));
       }
     }
     std::vector<cpu::TensorRef> in_refs(in_values.begin(), in_values.end());

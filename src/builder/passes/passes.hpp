@@ -36,4 +36,10 @@ Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
 // where channels-first tensors enter or leave. Weights are permuted here, once.
 Network to_channels_last(const Network& network, WeightPool& pool);  // passes/channels_last.cpp
 
+// CUDA targets: replaces each group of connected elementwise layers (arithmetic, comparisons, where, math,
+// activations, not, cast) that the kernel generator handles by one fused_elementwise layer. A layer joins the group
+// of its readers when all of them are in that group and its output is not a network output; the group's inputs may
+// broadcast to its output. A single such layer becomes a group of one. Groups keep at most 16 inputs.
+Network fuse_elementwise(const Network& network);  // passes/fuse_elementwise.cpp
+
 }  // namespace tensoracle::builder

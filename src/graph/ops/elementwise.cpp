@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "graph/elementwise_program.hpp"
 #include "graph/op_def.hpp"
 
 namespace tensoracle::graph {
@@ -108,6 +109,38 @@ std::vector<OutputType> infer_cast(InferContext& ctx) {
   return {OutputType{ctx.get_dtype("to"), x.shape}};
 }
 
+// fused_elementwise: each instruction's own shape function runs on the values before it, so the result has exactly the
+// dtype and shape the unfused chain had; every input must broadcast to that shape (the kernels index them that way).
+std::vector<OutputType> infer_fused_elementwise(InferContext& ctx) {
+  const ElementwiseProgram program =
+      ElementwiseProgram::parse(ctx.get_string(kProgramAttr), ctx.num_inputs(), ctx.layer_name());
+  std::vector<TensorType> values;
+  values.reserve(ctx.num_inputs() + program.instructions.size());  // `inputs` points into it
+  std::vector<const TensorType*> inputs;
+  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(&values.emplace_back(ctx.input(i)));
+  for (std::size_t k = 0; k < program.instructions.size(); ++k) {
+    const ProgramInstruction& ins = program.instructions[k];
+    std::vector<std::optional<TensorType>> args;
+    for (auto a : ins.args) args.emplace_back(values[static_cast<std::size_t>(a)]);
+    InferContext sub(ins.attrs, fmt::format("{}/{}:{}", ctx.layer_name(), k, ins.op), ins.op, std::move(args),
+                     ctx.dims());
+    std::vector<OutputType> out = find_op(ins.op)->infer(sub);
+    if (out.size() != 1) ctx.fail(fmt::format("instruction {} ({}) has {} outputs", k, ins.op, out.size()));
+    if (out[0].dtype != ins.dtype) {
+      ctx.fail(fmt::format("instruction {} ({}) gives {}, the program records {}", k, ins.op, to_string(out[0].dtype),
+                           to_string(ins.dtype)));
+    }
+    values.push_back(TensorType{fmt::format("%{}", k), out[0].dtype, std::move(out[0].shape)});
+  }
+  const TensorType& result = values.back();
+  const std::vector<DimId> all = ctx.broadcast_shapes(inputs);
+  if (all.size() != result.shape.size()) ctx.fail("the inputs do not broadcast to the program's result shape");
+  for (std::size_t d = 0; d < all.size(); ++d) {
+    ctx.require_equal(all[d], result.shape[d], fmt::format("the inputs broadcast to the result shape (dim {})", d));
+  }
+  return {OutputType{result.dtype, result.shape}};
+}
+
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpDef>& ops) {
@@ -151,6 +184,12 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
                       "log(1 + e^(beta x)) / beta, x where beta x > threshold"});
   ops.push_back(OpDef{"clip", 1, 1, {"min", "max"}, infer_clip, "min(max(x, min), max), each bound optional"});
   ops.push_back(OpDef{"cast", 1, 1, {"to"}, infer_cast, "converts to another dtype"});
+  ops.push_back(OpDef{kFusedElementwiseOp,
+                      1,
+                      -1,
+                      {kProgramAttr},
+                      infer_fused_elementwise,
+                      "internal (made by the builder): a chain of elementwise ops run as one layer"});
 }
 
 }  // namespace tensoracle::graph

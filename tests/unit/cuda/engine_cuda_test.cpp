@@ -2,8 +2,11 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -192,6 +195,104 @@ TEST(CudaEngine, EngineForAnotherGpuModelIsRefused) {
   ASSERT_NE(at, std::string::npos);
   bytes[at + 1] = static_cast<std::byte>(text[at + 1] == 'X' ? 'Y' : 'X');
   EXPECT_THROW(Engine::deserialize(bytes), UnsupportedError);
+}
+
+// Runs every input through an engine on the GPU and returns every output (outputs poisoned first).
+std::map<std::string, HostTensor> run_all(const Engine& engine, const std::map<std::string, HostTensor>& inputs) {
+  auto ctx = engine.create_execution_context();
+  std::map<std::string, Dims> shapes;
+  for (const auto& [name, t] : inputs) shapes[name] = t.shape;
+  ctx->set_input_shapes(shapes);
+  TargetStream stream(Target::cuda(0));
+  std::vector<TargetBuffer> buffers;
+  buffers.reserve(inputs.size() + engine.outputs().size());
+  for (const auto& [name, t] : inputs) {
+    buffers.emplace_back(Target::cuda(0), t.bytes.size());
+    buffers.back().copy_from_host(t.bytes.data(), t.bytes.size());
+    ctx->set_tensor_address(name, buffers.back().data());
+  }
+  std::map<std::string, HostTensor> outputs;
+  std::vector<TargetBuffer*> out_buffers;
+  for (const auto& o : engine.outputs()) {
+    HostTensor& h = outputs[o.name] = HostTensor(o.dtype, ctx->tensor_shape(o.name));
+    buffers.emplace_back(Target::cuda(0), h.bytes.size());
+    buffers.back().fill(0xFF);
+    ctx->set_tensor_address(o.name, buffers.back().data());
+    out_buffers.push_back(&buffers.back());
+  }
+  ctx->enqueue(stream.get());
+  EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+  std::size_t k = 0;
+  for (const auto& o : engine.outputs()) {
+    HostTensor& h = outputs[o.name];
+    out_buffers[k++]->copy_to_host(h.bytes.data(), h.bytes.size());
+  }
+  return outputs;
+}
+
+// Elementwise chains become fused_elementwise layers whose kernels are generated and compiled with NVRTC at build
+// time: contiguous (with a scalar input, odd sizes for the vector tail) and broadcast ([N, 63] with [63] and [N, 1])
+// programs, f16 lowering, an integer chain (exact), several shapes of one engine.
+TEST(CudaEngine, FusedElementwiseChainsMatchTheCpuReference) {
+  REQUIRE_GPU();
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 63});
+  Tensor m = net.add_input("m", DataType::kF32, {-1, 1});
+  Tensor i = net.add_input("i", DataType::kI32, {-1, 63});
+  std::vector<double> bias_values(63);
+  for (std::size_t k = 0; k < bias_values.size(); ++k) bias_values[k] = 0.05 * static_cast<double>(k) - 1.5;
+  Tensor bias = net.add_small_constant(bias_values, DataType::kF32, {63}, "bias");
+  Tensor scale = net.add_small_constant({1.25}, DataType::kF32, {}, "scale");
+  Tensor h = net.add_activation("gelu", net.add_binary("add", net.add_binary("mul", x, scale), bias));
+  Tensor y = net.add_binary("mul", h, net.add_activation("sigmoid", m));
+  // Compared with 0, so f16 rounding of x never flips the choice.
+  Tensor zero = net.add_small_constant({0.0}, DataType::kF32, {}, "zero");
+  Tensor z = net.add_where(net.add_binary("greater", x, zero), y, net.add_unary("neg", y));
+  net.mark_output(z, "z");  // broadcast program
+  net.mark_output(net.add_binary("add", net.add_binary("mul", net.add_activation("relu", x), scale), x), "u");
+  Tensor half = net.add_cast(net.add_activation("silu", x), DataType::kF16);
+  net.mark_output(
+      net.add_cast(net.add_activation("gelu", half, {{"approximate", std::string("tanh")}}), DataType::kF32),
+      "w");  // an explicit f16 chain
+  Tensor three = net.add_small_constant({3}, DataType::kI32, {}, "three");
+  Tensor seven = net.add_small_constant({7}, DataType::kI32, {}, "seven");
+  Tensor two = net.add_small_constant({2}, DataType::kI32, {}, "two");
+  net.mark_output(net.add_binary("div", net.add_binary("add", net.add_binary("mul", i, three), seven), two), "q");
+
+  std::mt19937 rng(5);
+  for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 1e-5}, std::pair{Precision::kFp16, 1e-2}}) {
+    BuilderConfig c;
+    c.target = Target::cuda(0);
+    c.precision = precision;
+    c.add_profile("x", {1, 63}, {64, 63}, {300, 63});
+    c.add_profile("m", {1, 1}, {64, 1}, {300, 1});
+    c.add_profile("i", {1, 63}, {64, 63}, {300, 63});
+    auto engine = Engine::deserialize(Builder(c).build(net));
+    // The network is all elementwise: every step runs generated code.
+    const auto manifest = nlohmann::json::parse(engine->manifest_json());
+    for (const auto& step : manifest["steps"]) {
+      EXPECT_EQ(step["op"], "fused_elementwise") << step.dump();
+      EXPECT_EQ(step["kernel"], "fused_elementwise_nvrtc") << step.dump();
+      EXPECT_EQ(step["binary"]["entries"].size(), 3U) << step.dump();
+    }
+    for (std::int64_t rows : {1, 5, 300}) {
+      std::map<std::string, HostTensor> inputs{{"x", random_input({rows, 63}, rng)},
+                                               {"m", random_input({rows, 1}, rng)}};
+      HostTensor ints(DataType::kI32, {rows, 63});
+      for (std::size_t k = 0; k < ints.size(); ++k)
+        ints.data<std::int32_t>()[k] = static_cast<std::int32_t>(k % 97) - 48;
+      inputs["i"] = ints;
+      const auto want = run_reference(net, inputs);
+      const auto got = run_all(*engine, inputs);
+      for (const char* name : {"z", "u", "w"}) {
+        // f16 results of the unfused chain round every intermediate; the generated code rounds once (docs).
+        const double limit = std::string(name) == "w" ? std::max(tolerance, 1e-2) : tolerance;
+        EXPECT_LT(rel_l2(got.at(name), want.at(name)), limit)
+            << name << " " << to_string(precision) << " rows " << rows;
+      }
+      EXPECT_EQ(got.at("q").bytes, want.at("q").bytes) << to_string(precision) << " rows " << rows;
+    }
+  }
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 // CPU reference kernels of the elementwise family: arithmetic, comparisons, where, math functions, activations, cast.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "graph/elementwise_program.hpp"
 
 namespace tensoracle::cpu {
 namespace {
@@ -279,6 +284,56 @@ void cast_kernel(KernelContext& ctx) {
   }
 }
 
+// ---- fused_elementwise ----
+
+// NumPy broadcast of concrete shapes (the program's shape function has checked that they broadcast).
+Dims broadcast_dims(const std::vector<const TensorRef*>& args) {
+  int rank = 0;
+  for (const auto* a : args) rank = std::max(rank, a->shape.rank());
+  std::vector<std::int64_t> out(static_cast<std::size_t>(rank), 1);
+  for (const auto* a : args) {
+    for (int i = 0; i < a->shape.rank(); ++i) {
+      auto& slot = out[static_cast<std::size_t>(rank - a->shape.rank() + i)];
+      if (a->shape[i] != 1) slot = a->shape[i];
+    }
+  }
+  return Dims(out);
+}
+
+// Runs the program one instruction at a time with this family's kernels, each result stored in its own dtype: the
+// layer computes exactly what the unfused chain did, which defines its semantics (the CUDA code generated for it
+// computes in f32/f64 without rounding the intermediates, within the f16/bf16 tolerances).
+void fused_elementwise_kernel(KernelContext& ctx) {
+  const graph::ElementwiseProgram program =
+      graph::ElementwiseProgram::parse(ctx.get_string(graph::kProgramAttr), ctx.num_inputs(), ctx.layer_name());
+  std::vector<const TensorRef*> values;
+  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) values.push_back(&ctx.input(i));
+  std::deque<HostTensor> results;
+  std::deque<TensorRef> refs;
+  for (std::size_t k = 0; k < program.instructions.size(); ++k) {
+    const graph::ProgramInstruction& ins = program.instructions[k];
+    std::vector<const TensorRef*> args;
+    for (auto a : ins.args) args.push_back(values[static_cast<std::size_t>(a)]);
+    const Dims shape = broadcast_dims(args);
+    const TensorRef* out = nullptr;
+    if (k + 1 == program.instructions.size()) {
+      out = &ctx.output(0);
+      if (out->shape != shape || out->dtype != ins.dtype) ctx.fail("the program's result does not match the output");
+    } else {
+      out = &refs.emplace_back(results.emplace_back(ins.dtype, shape));
+    }
+    graph::Layer layer;
+    layer.name = fmt::format("{}/{}:{}", ctx.layer_name(), k, ins.op);
+    layer.op = ins.op;
+    layer.attrs = ins.attrs;
+    const Kernel kernel = find_kernel(ins.op);
+    if (kernel == nullptr) ctx.fail(fmt::format("no CPU kernel for op '{}'", ins.op));
+    KernelContext sub(layer, args, {out});
+    kernel(sub);
+    values.push_back(out);
+  }
+}
+
 }  // namespace
 
 void register_elementwise_kernels(std::vector<KernelEntry>& kernels) {
@@ -321,6 +376,7 @@ void register_elementwise_kernels(std::vector<KernelEntry>& kernels) {
   kernels.push_back({"softplus", softplus_kernel});
   kernels.push_back({"clip", clip_kernel});
   kernels.push_back({"cast", cast_kernel});
+  kernels.push_back({graph::kFusedElementwiseOp, fused_elementwise_kernel});
 }
 
 }  // namespace tensoracle::cpu
