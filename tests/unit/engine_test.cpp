@@ -14,9 +14,9 @@
 #include "runtime/plan_format.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/engine.hpp"
-#include "tensoracle/target_memory.hpp"
 #include "tensoracle/float_convert.hpp"
 #include "tensoracle/reference_executor.hpp"
+#include "tensoracle/target_memory.hpp"
 
 namespace tensoracle {
 namespace {

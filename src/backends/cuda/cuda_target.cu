@@ -138,9 +138,7 @@ void graph_launch(int device, void* graph, CUstream_st* stream) {
   TENSORACLE_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream), "launching a CUDA graph");
 }
 
-void graph_destroy(int /*device*/, void* graph) noexcept {
-  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
-}
+void graph_destroy(int /*device*/, void* graph) noexcept { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
 
 float event_elapsed_ms(int device, void* start, void* stop) {
   DeviceGuard guard(device);
