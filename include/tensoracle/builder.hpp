@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,6 +61,16 @@ struct ShapeProfile {
 };
 
 // Everything a build depends on besides the network and its weights.
+// Where a build is, for BuilderConfig::progress: `stage` is "kernels" (choosing each layer's kernel, timing the
+// candidates on a GPU) or "compile" (generating kernels and compiling them with NVRTC); `done` of `total` layers,
+// the last one being `item`.
+struct BuildProgress {
+  std::string stage;
+  std::size_t done = 0;
+  std::size_t total = 0;
+  std::string item;
+};
+
 struct BuilderConfig {
   Target target;
   Precision precision = Precision::kFp32;
@@ -71,6 +82,9 @@ struct BuilderConfig {
   // When several kernels can run a step, time each on the target and keep the fastest; when false,
   // take the first that fits (deterministic builds, faster to build).
   bool time_kernels = true;
+  // Called on the building thread as the build advances (e.g. to draw a progress bar); may be empty. Not a build
+  // condition: it is not part of to_json().
+  std::function<void(const BuildProgress&)> progress;
 
   void add_profile(const std::string& input, const Dims& min, const Dims& opt, const Dims& max) {
     profiles[input] = ShapeProfile{min, opt, max};

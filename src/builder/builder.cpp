@@ -200,6 +200,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
       }
       scratch = std::max(scratch, workspace);
     }
+    if (config_.progress) config_.progress(BuildProgress{"kernels", l + 1, g.layers.size(), layer.name});
     Json outs = Json::array();
     for (auto id : layer.outputs) {
       outs.push_back(Json{{"name", g.tensor(id).name},
@@ -231,6 +232,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
           cuda::generate_step_kernel(g, g.layers[l], step["kernel"].get<std::string>());
       if (!kernel) continue;
       ++generated;
+      if (config_.progress) config_.progress(BuildProgress{"compile", l + 1, g.layers.size(), g.layers[l].name});
       auto it = compiled.find(kernel->source);
       if (it == compiled.end()) {
         const std::vector<std::byte> cubin = cuda::compile_generated_kernel(

@@ -174,6 +174,39 @@ def test_build_errors(cli, model):
     assert not (directory / "e.engine").exists()
 
 
+def test_build_draws_a_progress_bar_on_a_terminal(cli, model):
+    """On a terminal, stderr's last line is redrawn in place ("\\r", clear line) with the layers done; piped, there
+    is no bar (the other tests read stderr through a pipe)."""
+    import pty
+    directory, _ = model
+    engine = directory / "tty.engine"
+    cmd = [str(cli), "build", str(directory / "net.json"), "-o", str(engine), "--target", "cpu",
+           "--profile", "x=1x16:4x16:8x16"]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        chunks.append(data)
+    stdout, _ = proc.communicate(timeout=120)
+    os.close(leader)
+    terminal = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, terminal
+    assert json.loads(stdout)["engine"] == str(engine)
+    assert "\r\x1b[K" in terminal and "choosing kernels [" in terminal, terminal
+    layers = len(json.loads(run(cli, "inspect", engine).stdout)["steps"])
+    assert f"{layers}/{layers}" in terminal, terminal
+    piped = run(cli, "build", directory / "net.json", "-o", directory / "piped.engine", "--target", "cpu",
+                "--profile", "x=1x16:4x16:8x16")
+    assert piped.returncode == 0 and b"choosing kernels" not in piped.stderr, describe(piped)
+
+
 def test_bench_reports_percentiles(cli, model):
     directory, _ = model
     engine = build(cli, directory, "cpu")

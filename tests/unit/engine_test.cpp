@@ -431,7 +431,8 @@ TEST(Engine, DamagedKernelsSectionsAreFormatErrors) {
       << "a CPU step with a binary";
 
   // Unknown sections are rejected too.
-  const runtime::ParsedPlan plan = runtime::parse_plan(engine_with_kernels(), "engine");
+  const std::vector<std::byte> engine_bytes = engine_with_kernels();  // the parsed sections view these bytes
+  const runtime::ParsedPlan plan = runtime::parse_plan(engine_bytes, "engine");
   Json manifest = plan.manifest;
   manifest.erase("sections");
   std::vector<runtime::SectionData> sections = plan.sections;

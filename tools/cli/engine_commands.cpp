@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 
 #include "commands.hpp"
 #include "core/posix_file.hpp"
@@ -48,6 +49,18 @@ struct BuildOptions {
   bool quiet = false;
 };
 
+// "choosing kernels [#########.........] 120/218 encoder.layer.5.attention", fitted to the terminal's width.
+void draw_progress(const BuildProgress& p) {
+  winsize size{};
+  const int columns = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
+  constexpr std::size_t kBar = 24;
+  const std::size_t filled = p.total == 0 ? kBar : p.done * kBar / p.total;
+  std::string line = fmt::format("{} [{}{}] {}/{} {}", p.stage == "compile" ? "compiling kernels" : "choosing kernels",
+                                 std::string(filled, '#'), std::string(kBar - filled, '.'), p.done, p.total, p.item);
+  if (line.size() >= static_cast<std::size_t>(columns)) line.resize(static_cast<std::size_t>(columns) - 1);
+  std::cerr << "\r\033[K" << line << std::flush;
+}
+
 int build(const BuildOptions& o) {
   BuilderConfig config;
   config.target = Target::parse(o.target);
@@ -71,17 +84,29 @@ int build(const BuildOptions& o) {
                          parse_dims(rest.substr(c2 + 1), "--profile " + name));
     }
   }
+  // On a terminal: a progress bar on stderr's last line, redrawn in place, instead of a log line per timed step.
+  const bool bar = !o.quiet && isatty(STDERR_FILENO) != 0;
   if (!o.quiet) {
     set_log_level(LogSeverity::kInfo);
-    set_log_callback([](LogSeverity severity, std::string_view message) {
-      std::cerr << "tensoracle build: " << (severity <= LogSeverity::kWarning ? "warning: " : "") << message << "\n";
+    set_log_callback([bar](LogSeverity severity, std::string_view message) {
+      if (bar && message.rfind("build: step ", 0) == 0) return;  // the bar shows it
+      std::cerr << (bar ? "\r\033[K" : "")
+                << "tensoracle build: " << (severity <= LogSeverity::kWarning ? "warning: " : "") << message << "\n";
     });
   }
+  if (bar) config.progress = draw_progress;
   Network network = o.weights.empty()
                         ? Network::from_json_file(o.network)
                         : Network::from_json_file(o.network, WeightStore::open({o.weights.begin(), o.weights.end()}));
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::byte> bytes = Builder(config).build(network);
+  std::vector<std::byte> bytes;
+  try {
+    bytes = Builder(config).build(network);
+  } catch (...) {
+    if (bar) std::cerr << "\r\033[K" << std::flush;
+    throw;
+  }
+  if (bar) std::cerr << "\r\033[K" << std::flush;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_file_atomically(o.output, bytes.data(), bytes.size(), 0644);
   std::cout << fmt::format(
