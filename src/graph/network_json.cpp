@@ -172,7 +172,7 @@ Network Network::from_json(std::string_view text, const WeightResolver& resolve_
     throw GraphError(fmt::format("network JSON is not valid JSON: {}", e.what()));
   }
   if (!doc.is_object()) throw GraphError("network JSON must be an object");
-  if (doc.value("format", std::string()) != kFormat)
+  if (!doc.contains("format") || !doc["format"].is_string() || doc["format"].get<std::string>() != kFormat)
     throw GraphError(fmt::format("network JSON: 'format' must be \"{}\"", kFormat));
   if (!doc.contains("version") || doc["version"] != kVersion) {
     throw GraphError(fmt::format("network JSON: unsupported 'version' (this build reads version {})", kVersion));

@@ -207,6 +207,9 @@ TEST(Network, JsonErrors) {
       {"output 'zz'"});
   expect_graph_error([&] { Network::from_json("{not json", empty); }, {"not valid JSON"});
   expect_graph_error([&] { Network::from_json(R"({"format": "other", "version": 1})", empty); }, {"'format'"});
+  // A format of another JSON type (found by fuzzing: it escaped as a JSON library exception).
+  expect_graph_error([&] { Network::from_json(R"({"format": ["tensoracle-network"], "version": 1})", empty); },
+                     {"'format'"});
   EXPECT_THROW(Network::from_json(R"({"format": "tensoracle-network", "version": 1, "inputs": [],
       "constants": [{"name": "w", "weight": "missing", "file": "m.safetensors"}], "layers": [], "outputs": []})",
                                   empty),
