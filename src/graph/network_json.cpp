@@ -164,7 +164,9 @@ Network Network::from_json(std::string_view text, const WeightStore& weights) {
   });
 }
 
-Network Network::from_json(std::string_view text, const WeightResolver& resolve_weight) {
+// Every field is checked before use; a JSON value of a type no check foresaw is still a GraphError, never a crash
+// (the function-try-block below).
+Network Network::from_json(std::string_view text, const WeightResolver& resolve_weight) try {
   Json doc;
   try {
     doc = Json::parse(text.begin(), text.end());
@@ -314,6 +316,8 @@ Network Network::from_json(std::string_view text, const WeightResolver& resolve_
   }
   net.verify();
   return net;
+} catch (const Json::exception& e) {
+  throw GraphError(fmt::format("network JSON: unexpected value: {}", e.what()));
 }
 
 namespace {

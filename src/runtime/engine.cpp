@@ -271,7 +271,18 @@ Engine::~Engine() = default;
 namespace {
 
 // Everything deserialize() checks and builds except the target state.
+std::unique_ptr<EngineState> parse_engine_checked(std::vector<std::byte> bytes, const std::string& display_name);
+
+// Every field is checked before use; a JSON value of a type no check foresaw is still a FormatError, never a crash.
 std::unique_ptr<EngineState> parse_engine(std::vector<std::byte> bytes, const std::string& display_name) {
+  try {
+    return parse_engine_checked(std::move(bytes), display_name);
+  } catch (const Json::exception& e) {
+    throw FormatError(fmt::format("{}: damaged engine manifest: {}", display_name, e.what()));
+  }
+}
+
+std::unique_ptr<EngineState> parse_engine_checked(std::vector<std::byte> bytes, const std::string& display_name) {
   auto s = std::make_unique<EngineState>();
   s->display_name = display_name;
   s->bytes = std::move(bytes);
