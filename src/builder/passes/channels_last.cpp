@@ -7,6 +7,7 @@
 #include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
 #include "graph/graph.hpp"
+#include "graph/op_def.hpp"
 
 namespace tensoracle::builder {
 
@@ -17,10 +18,7 @@ bool is_constant(const graph::Graph& g, std::int32_t id) {
 }
 
 std::string layout_of(const graph::Layer& layer) {
-  auto it = layer.attrs.find("layout");
-  if (it == layer.attrs.end()) return "nchw";
-  const auto* s = std::get_if<std::string>(&it->second);
-  return s != nullptr ? *s : "nchw";
+  return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("layout", "nchw");
 }
 
 // A convolution that runs channels last: 2D, f16/bf16, constant weight, channels first now.

@@ -9,6 +9,7 @@
 #include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
 #include "graph/graph.hpp"
+#include "graph/op_def.hpp"
 
 namespace tensoracle::builder {
 
@@ -45,17 +46,11 @@ bool is_constant(const graph::Graph& g, std::int32_t id) {
 }
 
 std::string string_attr(const graph::Layer& layer, const char* name, const std::string& fallback) {
-  auto it = layer.attrs.find(name);
-  if (it == layer.attrs.end()) return fallback;
-  const auto* s = std::get_if<std::string>(&it->second);
-  return s != nullptr ? *s : fallback;
+  return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string(name, fallback);
 }
 
 bool bool_attr(const graph::Layer& layer, const char* name) {
-  auto it = layer.attrs.find(name);
-  if (it == layer.attrs.end()) return false;
-  const auto* v = std::get_if<std::int64_t>(&it->second);
-  return v != nullptr && *v != 0;
+  return graph::AttrReader(layer.attrs, layer.name, layer.op).get_bool(name, false);
 }
 
 bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {

@@ -1235,10 +1235,7 @@ bool all_dtype(const graph::Graph& graph, const graph::Layer& layer, int min_ran
 }
 
 std::string layer_string(const graph::Layer& layer, const char* name, const char* fallback) {
-  auto it = layer.attrs.find(name);
-  if (it == layer.attrs.end()) return fallback;
-  const auto* text = std::get_if<std::string>(&it->second);
-  return text != nullptr ? *text : fallback;
+  return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string(name, fallback);
 }
 bool layer_channels_last(const graph::Layer& layer) { return layer_string(layer, "layout", "nchw") == "nhwc"; }
 bool layer_fused(const graph::Layer& layer) {

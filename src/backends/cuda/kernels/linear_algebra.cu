@@ -91,6 +91,9 @@ void set_preference(const std::string& context, cublasLtMatmulPreference_t prefe
   TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)), context);
 }
 
+// Gemm::activation of linear's "activation" attribute.
+int epilogue_activation(const std::string& name) { return name == "relu" ? 1 : name == "gelu_tanh" ? 2 : 0; }
+
 cublasLtEpilogue_t epilogue_of(const Gemm& g) {
   const bool bias = g.bias != nullptr;
   switch (g.activation) {
@@ -403,8 +406,7 @@ void launch_linear(const StepLaunch& launch) {
   const std::int64_t rows = volume(x.shape, 0, x.shape.rank() - 1);
   // The builder's fused epilogue: activation(x·Wᵀ + bias + residual) (only the epilogue entries take it).
   const void* residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
-  const std::string activation_name = launch.attrs->get_string("activation", "none");
-  const int activation = activation_name == "relu" ? 1 : activation_name == "gelu_tanh" ? 2 : 0;
+  const int activation = epilogue_activation(launch.attrs->get_string("activation", "none"));
   const bool fused = residual != nullptr || activation != 0;
   if (rows == 0 || features == 0) return;
   if (in == 0 && fused) launch.attrs->fail("a fused epilogue on an empty product (weight with 0 columns)");
@@ -471,11 +473,8 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
   if (g.m == 0 || g.n == 0 || g.k == 0) return 0;
   alignas(256) static const std::byte aligned[256] = {};  // a stand-in bias pointer: only its alignment matters here
   if (has_tensor(layer, 2)) g.bias = aligned;
-  auto it = layer.attrs.find("activation");
-  const std::string activation = it != layer.attrs.end() && std::get_if<std::string>(&it->second) != nullptr
-                                     ? std::get<std::string>(it->second)
-                                     : "none";
-  g.activation = activation == "relu" ? 1 : activation == "gelu_tanh" ? 2 : 0;
+  g.activation =
+      epilogue_activation(graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none"));
   g.accumulate = has_tensor(layer, 3);
   const GemmPlan plan =
       make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256, kGemmWorkspaceBytes, layer.name);
@@ -485,9 +484,8 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
 // The bias-through-beta form has no fused epilogue.
 template <DataType kDtype>
 bool supports_gemm_unfused(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
-  auto it = layer.attrs.find("activation");
-  const bool activation = it != layer.attrs.end() && std::get_if<std::string>(&it->second) != nullptr &&
-                          std::get<std::string>(it->second) != "none";
+  const bool activation =
+      graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none") != "none";
   return !activation && !has_tensor(layer, 3) && supports_gemm<kDtype>(graph, layer, precision);
 }
 
