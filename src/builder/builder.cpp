@@ -136,6 +136,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     net = builder::fuse_matmul_bias(net, pool);
     net = builder::fuse_epilogues(net);
     net = builder::to_channels_last(net, pool);
+    net = builder::remove_dead_layers(builder::fuse_attention_layout(net));
     // Elementwise chains become generated kernels when NVRTC can be loaded; without it they keep the precompiled
     // kernels (slower: one step per op), and the build says so.
     try {

@@ -1,5 +1,6 @@
-// Tests of the CUDA-target builder passes (matmul + bias as linear, fused epilogues, channels last): the rewritten
-// network computes what the original does (CPU reference executor) and has the expected layers.
+// Tests of the CUDA-target builder passes (matmul + bias as linear, fused epilogues, channels last, attention
+// layouts): the rewritten network computes what the original does (CPU reference executor) and has the expected
+// layers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -172,6 +173,75 @@ TEST(BuilderPasses, ValuesReadElsewhereAreNotFused) {
   std::map<std::string, HostTensor> in{{"x", random_input({4, 8}, 4)}};
   auto want = run_reference(net, in), got = run_reference(fused, in);
   for (const char* name : {"a", "s"}) EXPECT_LT(rel_l2(got.at(name), want.at(name)), 1e-6) << name;
+}
+
+// GPT-2's attention block: QKV product split into q, k, v, head reshapes and transposes, causal attention, the merge
+// transpose and reshape. `extra_reader` also reads k's head transpose (then nothing may be rewritten).
+Network qkv_attention_block(Constants& c, bool split_qkv, bool extra_reader) {
+  constexpr std::int64_t kHeads = 2, kDim = 4, kEmbed = kHeads * kDim;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, -1, kEmbed});
+  std::vector<Tensor> parts;
+  if (split_qkv) {
+    parts = net.add_split(net.add_linear(x, c.add(net, "w_qkv", {3 * kEmbed, kEmbed})), {kEmbed, kEmbed, kEmbed}, 2);
+  } else {
+    for (const char* n : {"w_q", "w_k", "w_v"}) parts.push_back(net.add_linear(x, c.add(net, n, {kEmbed, kEmbed})));
+  }
+  std::vector<Tensor> heads;
+  for (Tensor t : parts) heads.push_back(net.add_transpose(net.add_reshape(t, {0, 0, kHeads, kDim}), {0, 2, 1, 3}));
+  AttentionOptions causal;
+  causal.causal = true;
+  Tensor a = net.add_attention(heads[0], heads[1], heads[2], {}, causal);
+  Tensor y = net.add_reshape(net.add_transpose(a, {0, 2, 1, 3}), {0, 0, kEmbed});
+  net.mark_output(y, "y");
+  if (extra_reader) net.mark_output(net.add_activation("relu", heads[1]), "k_relu");
+  return net;
+}
+
+TEST(BuilderPasses, AttentionReadsTheQkvProductInPlace) {
+  Constants c;
+  Network net = qkv_attention_block(c, true, false);
+  Network packed = builder::remove_dead_layers(builder::fuse_attention_layout(net));
+  EXPECT_EQ(count_ops(packed, "transpose"), 0);
+  EXPECT_EQ(count_ops(packed, "split"), 0);
+  ASSERT_EQ(count_ops(packed, "attention"), 1);
+  for (const auto& layer : packed.graph().layers) {
+    if (layer.op != "attention") continue;
+    EXPECT_EQ(attr(layer, "layout"), "packed");
+    EXPECT_EQ(std::get<std::int64_t>(layer.attrs.at("heads")), 2);
+    EXPECT_EQ(std::get<std::int64_t>(layer.attrs.at("kv_heads")), 2);
+    EXPECT_EQ(layer.inputs[0], layer.inputs[1]);
+    EXPECT_EQ(layer.inputs[0], layer.inputs[2]);
+  }
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 5, 8}, 5)}};
+  EXPECT_LT(rel_l2(run_reference(packed, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+}
+
+TEST(BuilderPasses, AttentionBetweenHeadTransposesReadsSequenceMajorHeads) {
+  Constants c;
+  Network net = qkv_attention_block(c, false, false);
+  Network bshd = builder::remove_dead_layers(builder::fuse_attention_layout(net));
+  EXPECT_EQ(count_ops(bshd, "transpose"), 0);
+  for (const auto& layer : bshd.graph().layers) {
+    if (layer.op == "attention") {
+      EXPECT_EQ(attr(layer, "layout"), "bshd");
+    }
+  }
+  std::map<std::string, HostTensor> in{{"x", random_input({3, 4, 8}, 6)}};
+  EXPECT_LT(rel_l2(run_reference(bshd, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+}
+
+TEST(BuilderPasses, AttentionWhoseHeadsAreReadElsewhereKeepsItsTransposes) {
+  Constants c;
+  Network net = qkv_attention_block(c, true, true);
+  Network same = builder::remove_dead_layers(builder::fuse_attention_layout(net));
+  EXPECT_EQ(count_ops(same, "transpose"), 4);
+  EXPECT_EQ(count_ops(same, "split"), 1);
+  for (const auto& layer : same.graph().layers) {
+    if (layer.op == "attention") {
+      EXPECT_EQ(attr(layer, "layout"), "");
+    }
+  }
 }
 
 TEST(MemoryPlan, ReshapesShareTheirInputsBytesWhenAliasing) {

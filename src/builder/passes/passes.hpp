@@ -36,6 +36,12 @@ Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
 // where channels-first tensors enter or leave. Weights are permuted here, once.
 Network to_channels_last(const Network& network, WeightPool& pool);  // passes/channels_last.cpp
 
+// CUDA target: an attention between head transposes ([B, S, H, D] -> [B, H, S, D] on q, k, v and back on its
+// output) reads and writes [B, S, H, D] (layout "bshd"); when q, k and v are reshapes of the three outputs of one
+// split along the last axis of a [B, S, (Hq + 2 Hkv)·D] tensor, it reads that tensor (layout "packed"). The
+// transposes go; the split and reshapes are left for remove_dead_layers.
+Network fuse_attention_layout(const Network& network);  // passes/attention_layout.cpp
+
 // CUDA targets: replaces each group of connected elementwise layers (arithmetic, comparisons, where, math,
 // activations, not, cast) that the kernel generator handles by one fused_elementwise layer. A layer joins the group
 // of its readers when all of them are in that group and its output is not a network output; the group's inputs may

@@ -10,31 +10,76 @@ namespace {
 
 // ---- attention ----
 
+// The [B, H, S, D] view of q, k and v in each layout: "bhsd" (the default) as given, "bshd" with heads and sequence
+// swapped, "packed" one [B, S, (heads + 2 kv_heads) * D] tensor for all three (q heads, then k's, then v's).
+struct AttentionView {
+  std::vector<DimId> q, k, v;  // [B, H, S, D]
+};
+
+AttentionView attention_view(InferContext& ctx, const TensorType& q, const TensorType& k, const TensorType& v,
+                             const std::string& layout) {
+  if (layout == "bhsd") {
+    ctx.require_rank(q, 4, "q [B, Hq, Sq, D]");
+    ctx.require_rank(k, 4, "k [B, Hkv, Skv, D]");
+    ctx.require_rank(v, 4, "v [B, Hkv, Skv, Dv]");
+    return {q.shape, k.shape, v.shape};
+  }
+  auto swap = [](const std::vector<DimId>& s) { return std::vector<DimId>{s[0], s[2], s[1], s[3]}; };
+  if (layout == "bshd") {
+    ctx.require_rank(q, 4, "q [B, Sq, Hq, D] (layout bshd)");
+    ctx.require_rank(k, 4, "k [B, Skv, Hkv, D] (layout bshd)");
+    ctx.require_rank(v, 4, "v [B, Skv, Hkv, Dv] (layout bshd)");
+    return {swap(q.shape), swap(k.shape), swap(v.shape)};
+  }
+  if (layout != "packed") ctx.fail(fmt::format("layout '{}' must be bhsd, bshd or packed", layout));
+  if (q.name != k.name || q.name != v.name) {
+    ctx.fail(fmt::format("layout packed reads q, k and v from one tensor, but they are '{}', '{}' and '{}'", q.name,
+                         k.name, v.name));
+  }
+  ctx.require_rank(q, 3, "qkv [B, S, (heads + 2 kv_heads) * D] (layout packed)");
+  const std::int64_t heads = ctx.get_int("heads"), kv_heads = ctx.get_int("kv_heads");
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
+    ctx.fail(fmt::format("heads {} and kv_heads {} must be positive, heads a multiple of kv_heads", heads, kv_heads));
+  }
+  const auto width = ctx.value(q.shape[2]);
+  const std::int64_t parts = heads + 2 * kv_heads;
+  if (!width || *width % parts != 0) {
+    ctx.fail(fmt::format("the last dim of qkv '{}' {} must be a known multiple of heads + 2 kv_heads = {}", q.name,
+                         ctx.shape_string(q.shape), parts));
+  }
+  const DimId d = ctx.constant(*width / parts);
+  return {{q.shape[0], ctx.constant(heads), q.shape[1], d},
+          {q.shape[0], ctx.constant(kv_heads), q.shape[1], d},
+          {q.shape[0], ctx.constant(kv_heads), q.shape[1], d}};
+}
+
 std::vector<OutputType> infer_attention(InferContext& ctx) {
-  const TensorType& q = ctx.input(0, "q");
-  const TensorType& k = ctx.input(1, "k");
-  const TensorType& v = ctx.input(2, "v");
-  ctx.require_dtype(q, kFloatTypes, "q");
-  ctx.require_same_dtype(q, k);
-  ctx.require_same_dtype(q, v);
-  ctx.require_rank(q, 4, "q [B, Hq, Sq, D]");
-  ctx.require_rank(k, 4, "k [B, Hkv, Skv, D]");
-  ctx.require_rank(v, 4, "v [B, Hkv, Skv, Dv]");
+  const TensorType& q_in = ctx.input(0, "q");
+  const TensorType& k_in = ctx.input(1, "k");
+  const TensorType& v_in = ctx.input(2, "v");
+  ctx.require_dtype(q_in, kFloatTypes, "q");
+  ctx.require_same_dtype(q_in, k_in);
+  ctx.require_same_dtype(q_in, v_in);
+  const std::string layout = ctx.get_string("layout", "bhsd");
+  const AttentionView view = attention_view(ctx, q_in, k_in, v_in, layout);
+  const std::vector<DimId>& qs = view.q;
+  const std::vector<DimId>& ks = view.k;
+  const std::vector<DimId>& vs = view.v;
   (void)ctx.get_bool("causal", false);
   if (ctx.has("scale")) {
     const double scale = ctx.get_float("scale");
     if (!std::isfinite(scale)) ctx.fail(fmt::format("scale {} must be finite", scale));
   }
   auto shapes = [&] {
-    return fmt::format("q '{}' {}, k '{}' {}, v '{}' {}", q.name, ctx.shape_string(q.shape), k.name,
-                       ctx.shape_string(k.shape), v.name, ctx.shape_string(v.shape));
+    return fmt::format("q '{}' {}, k '{}' {}, v '{}' {}", q_in.name, ctx.shape_string(q_in.shape), k_in.name,
+                       ctx.shape_string(k_in.shape), v_in.name, ctx.shape_string(v_in.shape));
   };
-  ctx.require_equal(q.shape[0], k.shape[0], fmt::format("the batch sizes of q and k differ ({})", shapes()));
-  ctx.require_equal(q.shape[0], v.shape[0], fmt::format("the batch sizes of q and v differ ({})", shapes()));
-  ctx.require_equal(k.shape[1], v.shape[1], fmt::format("the head counts of k and v differ ({})", shapes()));
-  ctx.require_equal(k.shape[2], v.shape[2], fmt::format("the sequence lengths of k and v differ ({})", shapes()));
-  ctx.require_equal(q.shape[3], k.shape[3], fmt::format("the head dims of q and k differ ({})", shapes()));
-  const auto hq = ctx.value(q.shape[1]), hkv = ctx.value(k.shape[1]);
+  ctx.require_equal(qs[0], ks[0], fmt::format("the batch sizes of q and k differ ({})", shapes()));
+  ctx.require_equal(qs[0], vs[0], fmt::format("the batch sizes of q and v differ ({})", shapes()));
+  ctx.require_equal(ks[1], vs[1], fmt::format("the head counts of k and v differ ({})", shapes()));
+  ctx.require_equal(ks[2], vs[2], fmt::format("the sequence lengths of k and v differ ({})", shapes()));
+  ctx.require_equal(qs[3], ks[3], fmt::format("the head dims of q and k differ ({})", shapes()));
+  const auto hq = ctx.value(qs[1]), hkv = ctx.value(ks[1]);
   if (hkv && *hkv == 0 && (!hq || *hq != 0)) ctx.fail(fmt::format("k has 0 heads ({})", shapes()));
   if (hq && hkv && *hkv != 0 && *hq % *hkv != 0) {
     ctx.fail(fmt::format("q's {} heads are not a multiple of k's {} heads ({})", *hq, *hkv, shapes()));
@@ -42,15 +87,15 @@ std::vector<OutputType> infer_attention(InferContext& ctx) {
 
   // Dims that may be symbolic: prefer a constant where one of the equal pair is known.
   auto pick = [&](DimId a, DimId b) { return ctx.value(a) ? a : b; };
-  const DimId batch = pick(pick(q.shape[0], k.shape[0]), v.shape[0]);
-  const DimId skv = pick(k.shape[2], v.shape[2]);
-  const std::vector<DimId> scores{batch, q.shape[1], q.shape[2], skv};
+  const DimId batch = pick(pick(qs[0], ks[0]), vs[0]);
+  const DimId skv = pick(ks[2], vs[2]);
+  const std::vector<DimId> scores{batch, qs[1], qs[2], skv};
 
   if (ctx.has_input(3)) {
     const TensorType& mask = ctx.input(3, "mask");
-    if (mask.dtype != DataType::kBool && mask.dtype != q.dtype) {
+    if (mask.dtype != DataType::kBool && mask.dtype != q_in.dtype) {
       ctx.fail(fmt::format("mask '{}' has dtype {}; it must be bool (true = attend) or additive {} like q", mask.name,
-                           to_string(mask.dtype), to_string(q.dtype)));
+                           to_string(mask.dtype), to_string(q_in.dtype)));
     }
     // The mask broadcasts to the scores [B, Hq, Sq, Skv]; it never enlarges them.
     auto bad_mask = [&] {
@@ -65,7 +110,9 @@ std::vector<OutputType> infer_attention(InferContext& ctx) {
       if (vm && vt && *vm != 1 && *vm != *vt) bad_mask();
     }
   }
-  return {OutputType{q.dtype, {batch, q.shape[1], q.shape[2], v.shape[3]}}};
+  // bhsd: [B, Hq, Sq, Dv]; bshd and packed: [B, Sq, Hq, Dv].
+  if (layout == "bhsd") return {OutputType{q_in.dtype, {batch, qs[1], qs[2], vs[3]}}};
+  return {OutputType{q_in.dtype, {batch, qs[2], qs[1], vs[3]}}};
 }
 
 // ---- rotary_embedding ----
@@ -105,9 +152,11 @@ void register_transformer_ops(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{"attention",
                       3,
                       4,
-                      {"causal", "scale"},
+                      {"causal", "scale", "layout", "heads", "kv_heads"},
                       infer_attention,
-                      "scaled dot-product attention with grouped kv heads, optional mask and causal masking"});
+                      "scaled dot-product attention with grouped kv heads, optional mask and causal masking; q, k, v "
+                      "and the output [B, H, S, D] (layout bhsd), [B, S, H, D] (bshd) or read from one packed "
+                      "[B, S, (heads + 2 kv_heads) D] tensor (packed; output [B, S, H, D])"});
   ops.push_back(OpDef{"rotary_embedding",
                       1,
                       1,

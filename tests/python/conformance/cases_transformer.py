@@ -108,6 +108,103 @@ def attention_cases():
     return cases
 
 
+def attention_bshd_case(name, b, hq, hkv, sq, skv, d, dtype=torch.float32, causal=False, mask=None):
+    """layout bshd: q, k, v and the output [B, S, H, D]."""
+    inputs = {"q": randn(b, sq, hq, d, dtype=dtype), "k": randn(b, skv, hkv, d, dtype=dtype),
+              "v": randn(b, skv, hkv, d, dtype=dtype)}
+    names = ["q", "k", "v"]
+    if mask is not None:
+        inputs["mask"] = mask
+        names.append("mask")
+    attrs = {"layout": "bshd"}
+    if causal:
+        attrs["causal"] = 1
+    heads = lambda t: t.transpose(1, 2)  # noqa: E731
+    return Case(name, [{"op": "attention", "inputs": names, "outputs": ["y"], "attrs": attrs}], inputs,
+                lambda t: {"y": heads(attention_ref(heads(t["q"]), heads(t["k"]), heads(t["v"]), t.get("mask"),
+                                                    causal))})
+
+
+def unpack_qkv(qkv, hq, hkv):
+    """[B, S, (hq + 2 hkv)·D] -> q, k, v as [B, H, S, D]."""
+    b, s, width = qkv.shape
+    d = width // (hq + 2 * hkv)
+    q, k, v = qkv.split([hq * d, hkv * d, hkv * d], dim=2)
+    return [t.reshape(b, s, -1, d).transpose(1, 2) for t in (q, k, v)]
+
+
+def attention_packed_case(name, b, hq, hkv, s, d, dtype=torch.float32, causal=False, mask=None):
+    """layout packed: one [B, S, (heads + 2 kv_heads)·D] input, output [B, S, H, D]."""
+    inputs = {"qkv": randn(b, s, (hq + 2 * hkv) * d, dtype=dtype)}
+    names = ["qkv", "qkv", "qkv"]
+    if mask is not None:
+        inputs["mask"] = mask
+        names.append("mask")
+    attrs = {"layout": "packed", "heads": hq, "kv_heads": hkv}
+    if causal:
+        attrs["causal"] = 1
+    return Case(name, [{"op": "attention", "inputs": names, "outputs": ["y"], "attrs": attrs}], inputs,
+                lambda t: {"y": attention_ref(*unpack_qkv(t["qkv"], hq, hkv), t.get("mask"), causal).transpose(1, 2)})
+
+
+def attention_split_heads_case(name, b, heads, s, d, dtype=torch.float32, causal=True):
+    """GPT-2's attention block as layers: split of a QKV product, head reshapes and transposes, attention, the
+    merge transpose and reshape. The CUDA builder rewrites it to one packed attention; the CPU runs it as written."""
+    e = heads * d
+    layers = [{"op": "split", "inputs": ["qkv"], "outputs": ["q", "k", "v"], "attrs": {"sizes": [e, e, e], "axis": 2}}]
+    for t in ("q", "k", "v"):
+        layers += [{"op": "reshape", "inputs": [t], "outputs": [t + "4"], "attrs": {"shape": [0, 0, heads, d]}},
+                   {"op": "transpose", "inputs": [t + "4"], "outputs": [t + "h"], "attrs": {"perm": [0, 2, 1, 3]}}]
+    layers += [{"op": "attention", "inputs": ["qh", "kh", "vh"], "outputs": ["a"], "attrs": {"causal": int(causal)}},
+               {"op": "transpose", "inputs": ["a"], "outputs": ["at"], "attrs": {"perm": [0, 2, 1, 3]}},
+               {"op": "reshape", "inputs": ["at"], "outputs": ["y"], "attrs": {"shape": [0, 0, e]}}]
+    return Case(name, layers, {"qkv": randn(b, s, 3 * e, dtype=dtype)},
+                lambda t: {"y": attention_ref(*unpack_qkv(t["qkv"], heads, heads), None, causal)
+                           .transpose(1, 2).reshape(b, s, e)},
+                dynamic={"qkv": [-1, -1, 3 * e]})
+
+
+def attention_heads_case(name, b, heads, s, d, dtype=torch.float32):
+    """BERT's attention block: separate q, k, v [B, S, E] reshaped and transposed to heads, the output merged back
+    (the CUDA builder drops the transposes: layout bshd)."""
+    e = heads * d
+    layers = []
+    for t in ("q", "k", "v"):
+        layers += [{"op": "reshape", "inputs": [t], "outputs": [t + "4"], "attrs": {"shape": [0, 0, heads, d]}},
+                   {"op": "transpose", "inputs": [t + "4"], "outputs": [t + "h"], "attrs": {"perm": [0, 2, 1, 3]}}]
+    layers += [{"op": "attention", "inputs": ["qh", "kh", "vh"], "outputs": ["a"], "attrs": {}},
+               {"op": "transpose", "inputs": ["a"], "outputs": ["at"], "attrs": {"perm": [0, 2, 1, 3]}},
+               {"op": "reshape", "inputs": ["at"], "outputs": ["y"], "attrs": {"shape": [0, 0, e]}}]
+    split = lambda x: x.reshape(b, s, heads, d).transpose(1, 2)  # noqa: E731
+    return Case(name, layers, {t: randn(b, s, e, dtype=dtype) for t in ("q", "k", "v")},
+                lambda t: {"y": attention_ref(split(t["q"]), split(t["k"]), split(t["v"])).transpose(1, 2)
+                           .reshape(b, s, e)})
+
+
+def attention_layout_cases():
+    cases = []
+    for dt in FLOATS:
+        n = NAMES[dt]
+        cases += [
+            attention_bshd_case(f"attention_bshd_causal_{n}", 2, 4, 2, 70, 70, 16, dtype=dt, causal=True),
+            attention_packed_case(f"attention_packed_causal_{n}", 2, 4, 4, 70, 16, dtype=dt, causal=True),
+            attention_split_heads_case(f"attention_split_heads_{n}", 2, 3, 67, 16, dtype=dt),
+        ]
+    cases += [
+        attention_bshd_case("attention_bshd_padding_mask_f16", 2, 2, 1, 5, 9, 8, dtype=torch.float16,
+                            mask=padding_mask(2, 9)),
+        attention_bshd_case("attention_bshd_odd_head_dim_f32", 1, 2, 2, 4, 6, 7),
+        attention_packed_case("attention_packed_gqa_f16", 1, 8, 2, 33, 64, dtype=torch.float16),
+        attention_packed_case("attention_packed_head_dim_128_bf16", 1, 2, 1, 40, 128, dtype=torch.bfloat16,
+                              causal=True),
+        attention_packed_case("attention_packed_odd_head_dim_f32", 2, 2, 1, 5, 6, mask=padding_mask(2, 5)),
+        attention_split_heads_case("attention_split_heads_d64_f16", 1, 2, 130, 64, dtype=torch.float16),
+        attention_heads_case("attention_heads_bert_f16", 2, 4, 37, 16, dtype=torch.float16),
+        attention_heads_case("attention_heads_bert_f32", 1, 2, 9, 8),
+    ]
+    return cases
+
+
 # ---- rotary embedding ----
 
 def inv_freq(base, rotary_dim):
@@ -184,4 +281,4 @@ def rope_cases():
 
 
 def cases():
-    return attention_cases() + rope_cases()
+    return attention_cases() + attention_layout_cases() + rope_cases()

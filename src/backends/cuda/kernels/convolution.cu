@@ -7,6 +7,10 @@
 // cuDNN: one cudnnHandle_t per (thread, device), created on the first cuDNN launch of that thread on that device.
 // cudnnCreate is not stream-capture safe, so that first launch must not be under stream capture (a launch that would
 // create a handle while its stream captures throws CudaError); every later launch only sets the handle's stream.
+// f16/bf16 forward convolutions run as cuDNN graph plans (cudnn_conv_graph.hpp): the convolution and its fused bias,
+// residual and relu in one operation graph whose execution plan is finalized on the first launch of a thread and
+// reused, the epilogue computed in f32 and rounded once. Problems no graph engine takes, f32/f64 and conv_transpose2d
+// use the legacy API below.
 // Algorithms come from cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7: host-only, no benchmarking, no device
 // allocation), the first one whose workspace fits launch.workspace_bytes (FFT algorithms and, for the data gradient,
 // non-deterministic ones excluded); the choice and the descriptors are cached per thread and problem. f32 runs on FMA
@@ -33,6 +37,7 @@
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/cudnn_conv_graph.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::cuda {
@@ -513,6 +518,9 @@ struct ActivationDesc {
   }
 };
 struct ConvPlan {
+  // f16/bf16 forward convolutions: the whole layer (bias, residual and relu included) as one cuDNN graph plan; when
+  // set, nothing below is used.
+  std::unique_ptr<ConvGraphPlan> graph;
   AlgoChoice choice;
   std::unique_ptr<CudnnConv> desc;
   // The fused epilogue's (relu; cudnnConvolutionBiasActivationForward): the bias [1, O, 1, 1] and the activation.
@@ -520,6 +528,41 @@ struct ConvPlan {
   std::unique_ptr<ActivationDesc> activation;
 };
 using ProblemKey = std::array<std::int64_t, 22>;
+
+// Whether the layer has its optional input i (at build time, when no data is bound, from the layer's inputs).
+bool input_present(const StepLaunch& launch, std::size_t i) {
+  if (i >= launch.inputs.size()) return false;
+  if (launch.inputs[i].data != nullptr) return true;
+  return launch.layer != nullptr && i < launch.layer->inputs.size() && launch.layer->inputs[i] >= 0;
+}
+
+// Whether every data pointer of the launch is 16-byte aligned (what the graph plans are built for; the builder's
+// arena and weights always are, a caller's binding may not be).
+bool graph_aligned(const StepLaunch& launch) {
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  for (const DeviceTensor& t : launch.inputs) {
+    if (!aligned(t.data)) return false;
+  }
+  return aligned(launch.outputs.at(0).data);
+}
+
+// Whether a forward convolution runs as a cuDNN graph plan: f16/bf16 2D problems.
+bool graph_eligible(const StepLaunch& launch) {
+  const DataType dtype = launch.inputs.at(0).dtype;
+  return (dtype == DataType::kF16 || dtype == DataType::kBF16) && graph_aligned(launch);
+}
+
+ConvGraphProblem graph_problem(const StepLaunch& launch, const ConvShape& s) {
+  ConvGraphProblem p;
+  p.n = s.n, p.c = s.c, p.h = s.h, p.w = s.w, p.o = s.o, p.kh = s.kh, p.kw = s.kw, p.oh = s.oh, p.ow = s.ow;
+  p.sh = s.sh, p.sw = s.sw, p.ph = s.ph, p.pw = s.pw, p.dh = s.dh, p.dw = s.dw, p.groups = s.groups;
+  p.type = launch.inputs.at(0).dtype == DataType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  p.nhwc = channels_last(launch);
+  p.bias = input_present(launch, 2);
+  p.residual = input_present(launch, 3);
+  p.relu = launch.attrs->get_string("activation", "none") == "relu";
+  return p;
+}
 
 ProblemKey problem_key(const StepLaunch& launch, const ConvShape& s, bool transpose, int device) {
   return {transpose ? 1 : 0,
@@ -543,7 +586,9 @@ ProblemKey problem_key(const StepLaunch& launch, const ConvShape& s, bool transp
           s.dh,
           s.dw,
           s.groups,
-          (channels_last(launch) ? 1 : 0) + (launch.attrs->get_string("activation", "none") == "relu" ? 2 : 0)};
+          (channels_last(launch) ? 1 : 0) + (launch.attrs->get_string("activation", "none") == "relu" ? 2 : 0) +
+              (input_present(launch, 2) ? 4 : 0) + (input_present(launch, 3) ? 8 : 0) +
+              (graph_aligned(launch) ? 16 : 0)};
 }
 
 // Per thread (descriptors and handles are used by one thread at a time). Bounded: a network with dynamic shapes that
@@ -698,6 +743,18 @@ void run_conv_fallback(const StepLaunch& launch, const ConvShape& s) {
   if constexpr (!kTranspose) run_epilogue(launch, conv_epilogue(launch), s);
 }
 
+void run_graph(const StepLaunch& launch, ConvGraphPlan& graph, cudnnHandle_t handle, std::size_t limit) {
+  if (graph.workspace_bytes() > limit) {
+    throw CudaError(layer_name(launch) + ": the cuDNN plan needs " + std::to_string(graph.workspace_bytes()) +
+                    " bytes of scratch but the step has " + std::to_string(limit));
+  }
+  const auto data = [&](std::size_t i) -> const void* {
+    return i < launch.inputs.size() ? launch.inputs[i].data : nullptr;
+  };
+  check_cudnn(graph.execute(handle, data(0), data(1), data(2), data(3), launch.outputs.at(0).data, launch.workspace),
+              "cudnnBackendExecute", launch);
+}
+
 // conv (kTranspose = false) through cudnnConvolutionForward, conv_transpose2d through cudnnConvolutionBackwardData.
 // Problems cuDNN refuses (sizes beyond its int descriptors, output_padding that its geometry cannot express, no
 // algorithm within the workspace) run the direct kernel, which computes the same thing.
@@ -726,6 +783,14 @@ void launch_conv_cudnn(const StepLaunch& launch) {
   if (it == cache.end()) {
     if (cache.size() >= kMaxPlans) cache.clear();
     ConvPlan plan;
+    if (!kTranspose && graph_eligible(launch)) {
+      std::string why;
+      plan.graph = ConvGraphPlan::build(handle, graph_problem(launch, s), limit, why);
+    }
+    if (plan.graph != nullptr) {
+      it = cache.emplace(key, std::move(plan)).first;
+      return run_graph(launch, *it->second.graph, handle, limit);
+    }
     plan.desc = std::make_unique<CudnnConv>();
     make_cudnn_conv(launch, s, kTranspose, *plan.desc);
     plan.choice = kTranspose ? choose_backward_data(launch, handle, *plan.desc, limit)
@@ -752,6 +817,7 @@ void launch_conv_cudnn(const StepLaunch& launch) {
     it = cache.emplace(key, std::move(plan)).first;
   }
   ConvPlan& plan = it->second;
+  if (plan.graph != nullptr) return run_graph(launch, *plan.graph, handle, limit);
   if (!plan.choice.use_cudnn) return run_conv_fallback<kTranspose>(launch, s);
   const CudnnConv& d = *plan.desc;
   const AlgoChoice& choice = plan.choice;
@@ -826,6 +892,12 @@ std::size_t conv_workspace(const graph::Graph& graph, const graph::Layer& layer,
   const ConvShape s = conv_shape(launch);
   if (s.n * s.o * s.oh * s.ow == 0 || !fits_cudnn(s)) return 0;
   cudnnHandle_t handle = cudnn_handle(launch);
+  if (graph_eligible(launch)) {
+    std::string why;
+    const std::unique_ptr<ConvGraphPlan> graph =
+        ConvGraphPlan::build(handle, graph_problem(launch, s), kCudnnWorkspaceBytes, why);
+    if (graph != nullptr) return graph->workspace_bytes();
+  }
   CudnnConv d;
   make_cudnn_conv(launch, s, false, d);
   const AlgoChoice choice = choose_forward(launch, handle, d, kCudnnWorkspaceBytes);

@@ -141,7 +141,17 @@ void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastE
 
 enum MaskKind : int { kNoMask = 0, kBoolMask = 1, kAdditiveMask = 2 };
 
+// Where element (b, h, s, c) of a [B, H, S, D] view lives: offset + b·sb + h·sh + s·ss + c (elements). The layouts
+// bhsd, bshd and packed (one [B, S, (Hq + 2 Hkv)·D] tensor) are all such views.
+struct HeadStrides {
+  std::int64_t offset, sb, sh, ss;
+  __host__ __device__ std::int64_t at(std::int64_t b, std::int64_t h, std::int64_t s) const {
+    return offset + b * sb + h * sh + s * ss;
+  }
+};
+
 struct AttentionParams {
+  HeadStrides qs, ks, vs, os;
   const void* q;
   const void* k;
   const void* v;
@@ -216,10 +226,11 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_rowwise_kernel(Atten
     const std::int64_t h = bh % p.hq;
     const std::int64_t b = bh / p.hq;
     const std::int64_t kh = h / p.group;
-    const T* qr = q + row * p.d;
-    const T* kb = k + (b * p.hkv + kh) * p.skv * p.d;
-    const T* vb = v + (b * p.hkv + kh) * p.skv * p.dv;
-    T* orow = out + row * p.dv;
+    const T* qr = q + p.qs.at(b, h, i);
+    const T* kb = k + p.ks.at(b, kh, 0);
+    const T* vb = v + p.vs.at(b, kh, 0);
+    const std::int64_t kss = p.ks.ss, vss = p.vs.ss;
+    T* orow = out + p.os.at(b, h, i);
     for (std::int64_t c0 = 0; c0 < p.dv; c0 += 32 * kColsPerLane) {
       C m = -infinity_c<C>();
       C l = 0;  // this lane's share of the softmax denominator
@@ -233,10 +244,10 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_rowwise_kernel(Atten
         for (int kk = 0; kk < 32; ++kk) part[kk] = 0;
         for (std::int64_t c = lane; c < p.d; c += 32) {
           const C qc = load_value(qr, c);
-          const T* kc = kb + j0 * p.d + c;
+          const T* kc = kb + j0 * kss + c;
 #pragma unroll
           for (int kk = 0; kk < 32; ++kk) {
-            if (kk < valid) part[kk] += qc * static_cast<C>(load_value(kc, kk * p.d));
+            if (kk < valid) part[kk] += qc * static_cast<C>(load_value(kc, kk * kss));
           }
         }
         // Transpose-reduce: afterwards part[0] of lane l is the full dot product of key j0 + l.
@@ -260,7 +271,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_rowwise_kernel(Atten
         for (int t = 0; t < kColsPerLane; ++t) acc[t] *= alpha;
         for (int kk = 0; kk < valid; ++kk) {
           const C pk = __shfl_sync(0xFFFFFFFFU, pj, kk);
-          const T* vr = vb + (j0 + kk) * p.dv;
+          const T* vr = vb + (j0 + kk) * vss;
 #pragma unroll
           for (int t = 0; t < kColsPerLane; ++t) {
             const std::int64_t c = c0 + lane + 32 * t;
@@ -374,17 +385,18 @@ __device__ __forceinline__ int swizzle(int row, int col) {
   return row * kHeadDim + ((((col >> 3) ^ row) & 7) | ((col >> 3) & ~7)) * 8 + (col & 7);
 }
 
-// Loads rows [r0, r0 + 64) x cols [0, kHeadDim) of a [rows, width] matrix into a swizzled tile (zeros outside).
+// Loads rows [r0, r0 + 64) x cols [0, kHeadDim) of a [rows, width] matrix whose rows are `stride` elements apart
+// into a swizzled tile (zeros outside).
 template <int kHeadDim>
 __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* src, std::int64_t r0,
-                                                std::int64_t rows, std::int64_t width) {
+                                                std::int64_t rows, std::int64_t width, std::int64_t stride) {
   constexpr int kChunksPerRow = kHeadDim / 8;
   constexpr int kChunks = kFlashKeys * kChunksPerRow;
   for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += kFlashThreads) {
     const int row = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 8;
     const bool valid = r0 + row < rows && col < width;
-    const std::uint16_t* g = valid ? src + (r0 + row) * width + col : src;
+    const std::uint16_t* g = valid ? src + (r0 + row) * stride + col : src;
     cp_async16(tile + swizzle<kHeadDim>(row, col), g, valid);
   }
 }
@@ -422,16 +434,16 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
     const std::int64_t h = bh % p.hq;
     const std::int64_t kh = h / p.group;
     const std::int64_t q0 = qt * kFlashRows;
-    const std::uint16_t* qb = q + bh * p.sq * p.d;
-    const std::uint16_t* kb = k + (b * p.hkv + kh) * p.skv * p.d;
-    const std::uint16_t* vb = v + (b * p.hkv + kh) * p.skv * p.dv;
+    const std::uint16_t* qb = q + p.qs.at(b, h, 0);
+    const std::uint16_t* kb = k + p.ks.at(b, kh, 0);
+    const std::uint16_t* vb = v + p.vs.at(b, kh, 0);
 
     // Causal: tiles past the last query of this tile are masked for every row.
     std::int64_t tiles = kv_tiles;
     if (p.causal) tiles = min(kv_tiles, (min(q0 + kFlashRows, p.sq) - 1) / kFlashKeys + 1);
 
     // Q tile -> registers (through k_tile).
-    load_tile_async<kHeadDim>(k_tile, qb, q0, p.sq, p.d);
+    load_tile_async<kHeadDim>(k_tile, qb, q0, p.sq, p.d, p.qs.ss);
     cp_async_commit();
     for (int c = tid; c < kHeadDim; c += kFlashThreads) poisoned[c] = 0;
     cp_async_wait<0>();
@@ -452,9 +464,9 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
 
     // Pipeline: K(t+1) loads during the softmax and P·V of tile t, V(t+1) during q·kᵀ of tile t+1.
     if (tiles > 0) {
-      load_tile_async<kHeadDim>(k_tile, kb, 0, p.skv, p.d);
+      load_tile_async<kHeadDim>(k_tile, kb, 0, p.skv, p.d, p.ks.ss);
       cp_async_commit();
-      load_tile_async<kHeadDim>(v_tile, vb, 0, p.skv, p.dv);
+      load_tile_async<kHeadDim>(v_tile, vb, 0, p.skv, p.dv, p.vs.ss);
       cp_async_commit();
     }
     for (std::int64_t kt = 0; kt < tiles; ++kt) {
@@ -480,7 +492,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
       }
       __syncthreads();  // every warp is done with K(t)
       if (has_next) {
-        load_tile_async<kHeadDim>(k_tile, kb, k0 + kFlashKeys, p.skv, p.d);
+        load_tile_async<kHeadDim>(k_tile, kb, k0 + kFlashKeys, p.skv, p.d, p.ks.ss);
         cp_async_commit();
       }
 
@@ -561,7 +573,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
       }
       __syncthreads();  // every warp is done with V(t)
       if (has_next) {
-        load_tile_async<kHeadDim>(v_tile, vb, k0 + kFlashKeys, p.skv, p.dv);
+        load_tile_async<kHeadDim>(v_tile, vb, k0 + kFlashKeys, p.skv, p.dv, p.vs.ss);
         cp_async_commit();
       }
     }
@@ -574,7 +586,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
       for (std::int64_t c = tid; c < total; c += kFlashThreads) {
         const std::int64_t row = skipped_from + c / chunks_per_row;
         const int col = static_cast<int>(c % chunks_per_row) * 8;
-        const uint4 w = *reinterpret_cast<const uint4*>(vb + row * p.dv + col);
+        const uint4 w = *reinterpret_cast<const uint4*>(vb + row * p.vs.ss + col);
         const unsigned words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -596,7 +608,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
     for (int r = 0; r < 2; ++r) {
       const std::int64_t i = row0 + r * 8;
       if (i >= p.sq) continue;
-      T* orow = out + (bh * p.sq + i) * p.dv;
+      T* orow = out + p.os.at(b, h, i);
 #pragma unroll
       for (int t = 0; t < kOutTiles; ++t) {
         const int c = t * 8 + qd * 2;
@@ -637,8 +649,13 @@ bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) %
 
 // The flash kernel's shape and alignment conditions (else the row kernel runs).
 bool flash_fits(const AttentionParams& p) {
+  // 16-byte loads: every row start (offset and strides in multiples of 8 elements) 16-byte aligned.
+  auto rows_aligned = [](const HeadStrides& s) {
+    return s.offset % 8 == 0 && s.sb % 8 == 0 && s.sh % 8 == 0 && s.ss % 8 == 0;
+  };
   return p.d > 0 && p.dv > 0 && p.d <= 128 && p.dv <= 128 && p.d % 8 == 0 && p.dv % 8 == 0 && aligned16(p.q) &&
-         aligned16(p.k) && aligned16(p.v) && aligned16(p.out);
+         aligned16(p.k) && aligned16(p.v) && aligned16(p.out) && rows_aligned(p.qs) && rows_aligned(p.ks) &&
+         rows_aligned(p.vs) && rows_aligned(p.os);
 }
 
 // Fills the params from the launch; false when the output is empty (nothing to do).
@@ -647,19 +664,46 @@ bool attention_params(const StepLaunch& launch, AttentionParams& p) {
   const DeviceTensor& k = launch.inputs.at(1);
   const DeviceTensor& v = launch.inputs.at(2);
   const DeviceTensor& out = launch.outputs.at(0);
-  if (q.shape.rank() != 4 || k.shape.rank() != 4 || v.shape.rank() != 4) launch.attrs->fail("attention takes rank 4");
   p = AttentionParams{};
   p.q = q.data;
   p.k = k.data;
   p.v = v.data;
   p.out = out.data;
+  const std::string layout = launch.attrs->get_string("layout", "bhsd");
+  // [B, H, S, D] laid out as bhsd or bshd.
+  auto strides = [](bool bshd, std::int64_t heads, std::int64_t seq, std::int64_t d) {
+    return bshd ? HeadStrides{0, seq * heads * d, d, heads * d} : HeadStrides{0, heads * seq * d, seq * d, d};
+  };
   p.batch = q.shape[0];
-  p.hq = q.shape[1];
-  p.sq = q.shape[2];
-  p.d = q.shape[3];
-  p.hkv = k.shape[1];
-  p.skv = k.shape[2];
-  p.dv = v.shape[3];
+  if (layout == "packed") {
+    if (q.shape.rank() != 3) launch.attrs->fail("packed attention takes qkv of rank 3");
+    p.hq = launch.attrs->get_int("heads");
+    p.hkv = launch.attrs->get_int("kv_heads");
+    if (p.hq <= 0 || p.hkv <= 0) launch.attrs->fail("heads and kv_heads must be positive");
+    p.sq = p.skv = q.shape[1];
+    const std::int64_t width = q.shape[2];
+    p.d = p.dv = width / (p.hq + 2 * p.hkv);
+    p.qs = HeadStrides{0, p.sq * width, p.d, width};
+    p.ks = HeadStrides{p.hq * p.d, p.sq * width, p.d, width};
+    p.vs = HeadStrides{(p.hq + p.hkv) * p.d, p.sq * width, p.d, width};
+    p.os = strides(true, p.hq, p.sq, p.dv);
+  } else {
+    if (q.shape.rank() != 4 || k.shape.rank() != 4 || v.shape.rank() != 4) {
+      launch.attrs->fail("attention takes rank 4");
+    }
+    const bool bshd = layout == "bshd";
+    const int h_axis = bshd ? 2 : 1, s_axis = bshd ? 1 : 2;
+    p.hq = q.shape[h_axis];
+    p.sq = q.shape[s_axis];
+    p.d = q.shape[3];
+    p.hkv = k.shape[h_axis];
+    p.skv = k.shape[s_axis];
+    p.dv = v.shape[3];
+    p.qs = strides(bshd, p.hq, p.sq, p.d);
+    p.ks = strides(bshd, p.hkv, p.skv, p.d);
+    p.vs = strides(bshd, p.hkv, p.skv, p.dv);
+    p.os = strides(bshd, p.hq, p.sq, p.dv);
+  }
   if (p.batch * p.hq * p.sq * p.dv == 0) return false;
   if (p.hkv <= 0 || p.hq % p.hkv != 0) launch.attrs->fail("q's heads must be a multiple of k's heads");
   p.group = p.hq / p.hkv;

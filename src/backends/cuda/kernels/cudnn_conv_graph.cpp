@@ -1,0 +1,302 @@
+// cuDNN backend-API plans for a forward convolution with its fused epilogue: the operation graph
+// conv → (+ bias) → (+ residual) → (relu), heuristics mode A, the first usable engine configuration finalized once.
+// The legacy cudnnConvolution*Forward calls rebuild that plan inside cuDNN on every call (hundreds of microseconds of
+// host time per launch on cuDNN 9); here a launch costs one cudnnBackendExecute.
+#include "backends/cuda/kernels/cudnn_conv_graph.hpp"
+
+#include <utility>
+#include <vector>
+
+namespace tensoracle::cuda {
+namespace {
+
+// One backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  Desc() = default;
+  explicit Desc(cudnnBackendDescriptorType_t type) { status_ = cudnnBackendCreateDescriptor(type, &d_); }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  Desc(Desc&& other) noexcept : d_(std::exchange(other.d_, nullptr)), status_(other.status_) {}
+  ~Desc() {
+    if (d_ != nullptr) cudnnBackendDestroyDescriptor(d_);
+  }
+  cudnnBackendDescriptor_t get() const { return d_; }
+  cudnnBackendDescriptor_t release() { return std::exchange(d_, nullptr); }
+  cudnnStatus_t status() const { return status_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+  cudnnStatus_t status_ = CUDNN_STATUS_SUCCESS;
+};
+
+// Collects the first failing call of a descriptor chain (the backend API reports unsupported graphs from any of them).
+struct Builder {
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  const char* failed = nullptr;
+
+  bool ok() const { return status == CUDNN_STATUS_SUCCESS; }
+  void note(cudnnStatus_t s, const char* call) {
+    if (ok() && s != CUDNN_STATUS_SUCCESS) {
+      status = s;
+      failed = call;
+    }
+  }
+  template <typename T>
+  void set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values,
+           std::int64_t count) {
+    if (ok()) note(cudnnBackendSetAttribute(d.get(), name, type, count, values), "cudnnBackendSetAttribute");
+  }
+  template <typename T>
+  void set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T& value) {
+    set(d, name, type, &value, 1);
+  }
+  void set_desc(const Desc& d, cudnnBackendAttributeName_t name, const Desc& value) {
+    cudnnBackendDescriptor_t v = value.get();
+    set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, v);
+  }
+  Desc make(cudnnBackendDescriptorType_t type) {
+    Desc d(type);
+    note(d.status(), "cudnnBackendCreateDescriptor");
+    return d;
+  }
+  void finalize(const Desc& d) {
+    if (ok()) note(cudnnBackendFinalize(d.get()), "cudnnBackendFinalize");
+  }
+};
+
+enum Uid : std::int64_t { kX = 1, kW, kBias, kResidual, kY, kConvOut, kBiasOut, kResidualOut };
+
+Desc tensor(Builder& b, std::int64_t uid, cudnnDataType_t type, const std::array<std::int64_t, 4>& dims, bool nhwc,
+            bool is_virtual, std::int64_t alignment) {
+  // dims [N, C, H, W]; strides of NCHW or of NHWC.
+  const std::int64_t c = dims[1], h = dims[2], w = dims[3];
+  const std::array<std::int64_t, 4> strides =
+      nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c} : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
+  Desc d = b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  b.set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type);
+  b.set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4);
+  b.set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4);
+  b.set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, uid);
+  b.set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, alignment);
+  const bool virt = is_virtual;
+  b.set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, virt);
+  b.finalize(d);
+  return d;
+}
+
+Desc pointwise_op(Builder& b, cudnnPointwiseMode_t mode, const Desc& x, const Desc* operand, const Desc& y) {
+  Desc pw = b.make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  b.set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, mode);
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  b.set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, precision);
+  b.finalize(pw);
+  Desc op = b.make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (operand != nullptr) b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *operand);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  b.finalize(op);
+  return op;
+}
+
+bool has_note(const Desc& engine, cudnnBackendNumericalNote_t wanted) {
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  std::int64_t count = 0;
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               static_cast<std::int64_t>(notes.size()), &count, notes.data()) != CUDNN_STATUS_SUCCESS) {
+    return true;  // unknown notes: treat the engine as unusable
+  }
+  for (std::int64_t i = 0; i < count && i < static_cast<std::int64_t>(notes.size()); ++i) {
+    if (notes[static_cast<std::size_t>(i)] == wanted) return true;
+  }
+  return false;
+}
+
+std::string describe(const Builder& b) {
+  return std::string(b.failed != nullptr ? b.failed : "cuDNN") + ": " + cudnnGetErrorString(b.status);
+}
+
+}  // namespace
+
+ConvGraphPlan::~ConvGraphPlan() {
+  if (variant_pack_ != nullptr) cudnnBackendDestroyDescriptor(variant_pack_);
+  if (plan_ != nullptr) cudnnBackendDestroyDescriptor(plan_);
+}
+
+std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const ConvGraphProblem& p,
+                                                    std::size_t workspace_limit, std::string& why) {
+  Builder b;
+  const bool epilogue = p.bias || p.residual || p.relu;
+  const std::array<std::int64_t, 4> y_dims = {p.n, p.o, p.oh, p.ow};
+  Desc x = tensor(b, kX, p.type, {p.n, p.c, p.h, p.w}, p.nhwc, false, p.alignment);
+  Desc w = tensor(b, kW, p.type, {p.o, p.c / p.groups, p.kh, p.kw}, p.nhwc, false, p.alignment);
+  Desc y = tensor(b, kY, p.type, y_dims, p.nhwc, false, p.alignment);
+  // The convolution's result: y itself, or an f32 intermediate that the epilogue reads.
+  Desc conv_out = epilogue ? tensor(b, kConvOut, CUDNN_DATA_FLOAT, y_dims, p.nhwc, true, p.alignment) : Desc{};
+  const Desc& conv_y = epilogue ? conv_out : y;
+
+  Desc conv = b.make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const std::int64_t spatial = 2;
+  const std::array<std::int64_t, 2> dilations = {p.dh, p.dw}, strides = {p.sh, p.sw}, pads = {p.ph, p.pw};
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, compute);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, mode);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, spatial);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dilations.data(), 2);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, strides.data(), 2);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pads.data(), 2);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pads.data(), 2);
+  b.finalize(conv);
+
+  std::vector<Desc> ops;
+  {
+    Desc op = b.make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    const float alpha = 1.0F, beta = 0.0F;
+    b.set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+    b.set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+    b.set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, conv_y);
+    b.set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+    b.set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, alpha);
+    b.set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, beta);
+    b.finalize(op);
+    ops.push_back(std::move(op));
+  }
+  // The epilogue chain: each step reads the previous result; the last one writes y.
+  std::vector<Desc> keep;  // tensors the chain refers to
+  const Desc* current = &conv_out;
+  auto next_out = [&](bool last, std::int64_t uid) -> const Desc& {
+    if (last) return y;
+    keep.push_back(tensor(b, uid, CUDNN_DATA_FLOAT, y_dims, p.nhwc, true, p.alignment));
+    return keep.back();
+  };
+  keep.reserve(8);
+  if (p.bias) {
+    keep.push_back(tensor(b, kBias, p.type, {1, p.o, 1, 1}, p.nhwc, false, p.alignment));
+    const Desc& bias = keep.back();
+    const Desc& out = next_out(!p.residual && !p.relu, kBiasOut);
+    ops.push_back(pointwise_op(b, CUDNN_POINTWISE_ADD, *current, &bias, out));
+    current = &out;
+  }
+  if (p.residual) {
+    keep.push_back(tensor(b, kResidual, p.type, y_dims, p.nhwc, false, p.alignment));
+    const Desc& residual = keep.back();
+    const Desc& out = next_out(!p.relu, kResidualOut);
+    ops.push_back(pointwise_op(b, CUDNN_POINTWISE_ADD, *current, &residual, out));
+    current = &out;
+  }
+  if (p.relu) ops.push_back(pointwise_op(b, CUDNN_POINTWISE_RELU_FWD, *current, nullptr, y));
+
+  Desc graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  std::vector<cudnnBackendDescriptor_t> op_list;
+  for (const Desc& op : ops) op_list.push_back(op.get());
+  b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, handle);
+  b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, op_list.data(),
+        static_cast<std::int64_t>(op_list.size()));
+  b.finalize(graph);
+
+  Desc heuristics = b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_A;
+  b.set_desc(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  b.set(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, heur_mode);
+  b.finalize(heuristics);
+  std::int64_t count = 0;
+  if (b.ok()) {
+    b.note(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                    &count, nullptr),
+           "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)");
+  }
+  if (!b.ok()) {
+    why = describe(b);
+    return nullptr;
+  }
+  std::vector<Desc> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (std::int64_t i = 0; i < count; ++i) {
+    configs.push_back(b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(configs.back().get());
+  }
+  std::int64_t returned = 0;
+  if (b.ok() && count > 0) {
+    b.note(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                    count, &returned, raw.data()),
+           "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)");
+  }
+  if (!b.ok()) {
+    why = describe(b);
+    return nullptr;
+  }
+  why = "no engine configuration of cuDNN's heuristics fits";
+  for (std::int64_t i = 0; i < returned && i < count; ++i) {
+    const Desc& config = configs[static_cast<std::size_t>(i)];
+    Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    std::int64_t got = 0;
+    cudnnBackendDescriptor_t engine_raw = engine.get();
+    if (engine.status() != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                                 &engine_raw) != CUDNN_STATUS_SUCCESS) {
+      continue;
+    }
+    if (has_note(engine, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) || has_note(engine, CUDNN_NUMERICAL_NOTE_FFT)) continue;
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cudnnBackendDescriptor_t config_raw = config.get();
+    if (plan.status() != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &config_raw) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) {
+      continue;
+    }
+    std::int64_t workspace = 0;
+    if (cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
+                                 &workspace) != CUDNN_STATUS_SUCCESS ||
+        workspace < 0 || static_cast<std::size_t>(workspace) > workspace_limit) {
+      continue;
+    }
+    std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
+    result->plan_ = plan.release();
+    result->bias_ = p.bias;
+    result->residual_ = p.residual;
+    result->workspace_ = static_cast<std::size_t>(workspace);
+    why.clear();
+    return result;
+  }
+  return nullptr;
+}
+
+cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const void* w, const void* bias,
+                                     const void* residual, void* y, void* workspace) {
+  const std::array<const void*, 6> pointers = {x, w, bias, residual, y, workspace};
+  if (variant_pack_ == nullptr || pointers != bound_) {
+    if (variant_pack_ != nullptr) {
+      cudnnBackendDestroyDescriptor(variant_pack_);
+      variant_pack_ = nullptr;
+    }
+    std::vector<std::int64_t> uids = {kX, kW, kY};
+    std::vector<void*> data = {const_cast<void*>(x), const_cast<void*>(w), y};
+    if (bias_) {
+      uids.push_back(kBias);
+      data.push_back(const_cast<void*>(bias));
+    }
+    if (residual_) {
+      uids.push_back(kResidual);
+      data.push_back(const_cast<void*>(residual));
+    }
+    Builder b;
+    Desc pack = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
+          static_cast<std::int64_t>(uids.size()));
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data.data(),
+          static_cast<std::int64_t>(data.size()));
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, workspace);
+    b.finalize(pack);
+    if (!b.ok()) return b.status;
+    variant_pack_ = pack.release();
+    bound_ = pointers;
+  }
+  return cudnnBackendExecute(handle, plan_, variant_pack_);
+}
+
+}  // namespace tensoracle::cuda

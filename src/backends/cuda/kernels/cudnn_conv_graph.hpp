@@ -1,0 +1,51 @@
+// A forward 2D convolution and its fused epilogue (bias, residual, relu) as one cuDNN graph (backend API) with a
+// finalized execution plan, so that a launch only binds pointers and calls cudnnBackendExecute.
+#pragma once
+
+#include <cudnn.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tensoracle::cuda {
+
+// y = relu(conv(x, w) + bias + residual), each part after the convolution optional (relu and residual as the
+// builder fuses them: a residual only with a relu). Dims in NCHW order; nhwc says how they are laid out.
+struct ConvGraphProblem {
+  std::int64_t n = 1, c = 1, h = 1, w = 1;
+  std::int64_t o = 1, kh = 1, kw = 1, oh = 1, ow = 1;
+  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+  cudnnDataType_t type = CUDNN_DATA_HALF;  // of x, w, bias, residual and y; f16 or bf16
+  bool nhwc = false;
+  bool bias = false, residual = false, relu = false;
+  std::int64_t alignment = 16;  // bytes every data pointer is aligned to
+};
+
+class ConvGraphPlan {
+ public:
+  // The first engine configuration of cuDNN's heuristics (mode A) that is deterministic, not FFT based, finalizes
+  // and needs at most workspace_limit bytes; nullptr (with the reason in why) when cuDNN has none.
+  static std::unique_ptr<ConvGraphPlan> build(cudnnHandle_t handle, const ConvGraphProblem& problem,
+                                              std::size_t workspace_limit, std::string& why);
+  ConvGraphPlan(const ConvGraphPlan&) = delete;
+  ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
+  ~ConvGraphPlan();
+
+  std::size_t workspace_bytes() const { return workspace_; }
+  // Runs the plan on handle's stream; the variant pack is rebuilt only when a pointer changed. Absent parts: nullptr.
+  cudnnStatus_t execute(cudnnHandle_t handle, const void* x, const void* w, const void* bias, const void* residual,
+                        void* y, void* workspace);
+
+ private:
+  ConvGraphPlan() = default;
+  cudnnBackendDescriptor_t plan_ = nullptr;
+  cudnnBackendDescriptor_t variant_pack_ = nullptr;
+  std::array<const void*, 6> bound_{};  // x, w, bias, residual, y, workspace of variant_pack_
+  bool bias_ = false, residual_ = false;
+  std::size_t workspace_ = 0;
+};
+
+}  // namespace tensoracle::cuda
