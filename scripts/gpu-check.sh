@@ -35,11 +35,12 @@ step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
   fi
 }
 nvidia-smi >"$out/nvidia-smi.log" 2>&1
-# GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers only those (each fits one 10-minute call);
+# GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers (or =racecheck, =memcheck) only those (each
+# fits one 10-minute call);
 # =quick the CUDA engine tests, the op-conformance and model suites on the GPU only.
 part=${GPU_CHECK_PART:-all}
 step version "$TENSORACLE_CLI" --version
-if [[ $part != sanitizers ]]; then
+if [[ $part != sanitizers && $part != racecheck && $part != memcheck ]]; then
 step cuda_unit "$build/tests/tensoracle_cuda_tests"
 # The op-conformance suite: every case on the CPU reference against PyTorch, then built as a CUDA engine
 # and checked against the CPU reference.
@@ -63,11 +64,21 @@ fi
 if [[ $part == tests || $part == quick ]]; then
   :
 elif command -v compute-sanitizer >/dev/null; then
-  shared='attention or norm or softmax or reduce or top_k or argm or transpose or global_avg or conv or matmul or linear'
-  step racecheck_ops env TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=racecheck \
-    timeout 420 python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py -k "$shared"
-  step memcheck_ops env TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=memcheck \
-    timeout 420 python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py -k "f16"
+  # racecheck: the cases of the families whose kernels use shared memory or warp shuffles; memcheck: every family.
+  # GPU_CHECK_PART=sanitizers takes their f16/bf16 cases (both tools, about 2.5 minutes on the H200);
+  # =racecheck and =memcheck run one tool on every dtype (about 4 and 5 minutes).
+  shared='(attention or norm or softmax or reduce or top_k or argm or transpose or global_avg or conv or linear or matmul or split or concat)'
+  race_k="$shared and f16" mem_k="f16"
+  [[ $part == racecheck ]] && race_k="$shared"
+  [[ $part == memcheck ]] && mem_k="not test_case_names_are_unique"
+  if [[ $part != memcheck ]]; then
+    step racecheck_ops env TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=racecheck \
+      timeout 540 python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py -k "$race_k"
+  fi
+  if [[ $part != racecheck ]]; then
+    step memcheck_ops env TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=memcheck \
+      timeout 540 python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py -k "$mem_k"
+  fi
 else
   summary+=("SKIP compute-sanitizer: not installed on this machine")
 fi
