@@ -1,8 +1,9 @@
 // CUDA kernels of the convolution family: conv (1D/2D) and conv_transpose2d through cuDNN's convolution API with
-// hand-written direct kernels beside them (and behind them, for problems cuDNN refuses), max_pool2d / avg_pool2d,
-// global_avg_pool and resize (nearest, bilinear). Semantics follow the CPU reference kernels
-// (src/backends/cpu/kernels/convolution.cpp): f16/bf16 compute in f32, f64 in f64; pooling averages, the global
-// average and bilinear resize compute in f64 as the reference does, then round once through f32 to the output dtype.
+// hand-written direct kernels beside them (and behind them, for problems cuDNN refuses), max_pool2d / avg_pool2d
+// (cudnnPoolingForward and direct kernels, timed against each other), global_avg_pool and resize (nearest, bilinear).
+// Semantics follow the CPU reference kernels (src/backends/cpu/kernels/convolution.cpp): f16/bf16 compute in f32, f64
+// in f64; the direct kernels' pooling averages, the global average and bilinear resize compute in f64 as the
+// reference does, then round once through f32 to the output dtype (cuDNN's averages: f32, f64 for f64).
 //
 // cuDNN: one cudnnHandle_t per (thread, device), created on the first cuDNN launch of that thread on that device.
 // cudnnCreate is not stream-capture safe, so that first launch must not be under stream capture (a launch that would
@@ -1079,6 +1080,102 @@ void launch_pool(const StepLaunch& launch) {
   check_launch(launch);
 }
 
+// cudnnPoolingForward, timed by the builder against the direct kernels. cuDNN computes floor-mode windows only, so a
+// ceil_mode layer whose output is larger (or a problem beyond its int descriptors) runs the direct kernel. Max pooling
+// propagates NaN; averages divide by the whole window (count_include_pad) or by its part inside the input, which is
+// the reference's rule whenever windows stay within the padded input (floor mode). f16/bf16 accumulate in f32.
+struct PoolingDesc {
+  cudnnPoolingDescriptor_t d = nullptr;
+  PoolingDesc() = default;
+  PoolingDesc(const PoolingDesc&) = delete;
+  PoolingDesc& operator=(const PoolingDesc&) = delete;
+  ~PoolingDesc() {
+    if (d != nullptr) cudnnDestroyPoolingDescriptor(d);
+  }
+};
+struct PoolPlan {
+  bool use_cudnn = false;
+  TensorDesc in, out;
+  PoolingDesc pooling;
+};
+using PoolKey = std::array<std::int64_t, 15>;
+
+template <bool kMax>
+void launch_pool_cudnn(const StepLaunch& launch) {
+  require_cudnn9(launch);
+  const PoolShape s = pool_shape(launch);
+  if (s.planes * s.oh * s.ow == 0) return;
+  const bool floor_mode = (s.h + 2 * s.ph - s.kh) / s.sh + 1 == s.oh && (s.w + 2 * s.pw - s.kw) / s.sw + 1 == s.ow;
+  const std::int64_t n = s.planes / s.channels;
+  const std::array<std::int64_t, 11> dims = {n, s.channels, s.h, s.w, s.oh, s.ow, s.kh, s.kw, s.sh, s.sw, s.planes};
+  bool fits = n * s.channels * s.h * s.w <= INT_MAX;
+  for (std::int64_t v : dims) fits = fits && v >= 0 && v <= INT_MAX;
+  if (!floor_mode || !fits) return launch_pool<kMax>(launch);
+
+  cudnnHandle_t handle = cudnn_handle(launch);
+  int device = 0;
+  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
+  const DataType dtype = launch.inputs.at(0).dtype;
+  const bool last = channels_last(launch);
+  const PoolKey key = {kMax ? 1 : 0,
+                       s.count_include_pad ? 1 : 0,
+                       static_cast<std::int64_t>(dtype),
+                       last ? 1 : 0,
+                       device,
+                       n,
+                       s.channels,
+                       s.h,
+                       s.w,
+                       s.kh,
+                       s.kw,
+                       s.sh,
+                       s.sw,
+                       s.ph,
+                       s.pw};
+  thread_local std::map<PoolKey, PoolPlan> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxPlans) cache.clear();
+    PoolPlan& plan = cache[key];
+    auto i = [](std::int64_t v) { return static_cast<int>(v); };
+    const cudnnTensorFormat_t format = last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    const cudnnDataType_t type = cudnn_type(dtype);
+    const cudnnPoolingMode_t mode = kMax                  ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                    : s.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                          : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    check_cudnn(cudnnCreateTensorDescriptor(&plan.in.d), "cudnnCreateTensorDescriptor", launch);
+    check_cudnn(cudnnCreateTensorDescriptor(&plan.out.d), "cudnnCreateTensorDescriptor", launch);
+    check_cudnn(cudnnCreatePoolingDescriptor(&plan.pooling.d), "cudnnCreatePoolingDescriptor", launch);
+    const cudnnStatus_t status[3] = {
+        cudnnSetTensor4dDescriptor(plan.in.d, format, type, i(n), i(s.channels), i(s.h), i(s.w)),
+        cudnnSetTensor4dDescriptor(plan.out.d, format, type, i(n), i(s.channels), i(s.oh), i(s.ow)),
+        cudnnSetPooling2dDescriptor(plan.pooling.d, mode, CUDNN_PROPAGATE_NAN, i(s.kh), i(s.kw), i(s.ph), i(s.pw),
+                                    i(s.sh), i(s.sw))};
+    plan.use_cudnn = true;
+    for (cudnnStatus_t st : status) {
+      if (is_refusal(st))
+        plan.use_cudnn = false;
+      else
+        check_cudnn(st, "cudnnSetTensor4dDescriptor/cudnnSetPooling2dDescriptor", launch);
+    }
+    it = cache.find(key);
+  }
+  const PoolPlan& plan = it->second;
+  if (!plan.use_cudnn) return launch_pool<kMax>(launch);
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0F, zero_f = 0.0F;
+  const bool f64 = dtype == DataType::kF64;
+  const void* alpha = f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* beta = f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+  const cudnnStatus_t status = cudnnPoolingForward(handle, plan.pooling.d, alpha, plan.in.d, launch.inputs.at(0).data,
+                                                   beta, plan.out.d, launch.outputs.at(0).data);
+  if (is_refusal(status)) {
+    it->second.use_cudnn = false;
+    return launch_pool<kMax>(launch);
+  }
+  check_cudnn(status, "cudnnPoolingForward", launch);
+}
+
 // ---- global_avg_pool: the mean of each [N, C] plane, summed in f64; an empty plane gives NaN (0/0) ----
 
 __device__ __forceinline__ double warp_sum(double v) {
@@ -1374,7 +1471,11 @@ void register_convolution_kernels(std::vector<KernelEntry>& kernels) {
                               &launch_conv_cudnn<true>, ws, nullptr),
       TENSORACLE_CONV_ENTRIES("conv_transpose2d", "", "f32math_", "direct", supports_conv_transpose,
                               &launch_conv_transpose_direct, 0, nullptr),
+      // pooling: cuDNN and the direct kernels, timed against each other
+      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "cudnn", supports_pool, &launch_pool_cudnn<true>, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, &launch_pool<true>, 0, nullptr),
+      TENSORACLE_CONV_ENTRIES("avg_pool2d", "", "f32math_", "cudnn", supports_pool, &launch_pool_cudnn<false>, 0,
+                              nullptr),
       // averages and bilinear weights are computed in f64, as the CPU reference does
       TENSORACLE_CONV_ENTRIES("avg_pool2d", "f64math_", "f64math_", "direct", supports_pool, &launch_pool<false>, 0,
                               nullptr),
