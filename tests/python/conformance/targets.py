@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +21,12 @@ TARGET_TOLERANCE = {"F16": 5e-3, "BF16": 3e-2}
 
 def target() -> str:
     return os.environ.get("TENSORACLE_CONFORMANCE_TARGET", "")
+
+
+def build_args() -> list[str]:
+    """TENSORACLE_CONFORMANCE_BUILD_ARGS: extra `tensoracle build` arguments, e.g. "--no-timing" so that every step
+    runs its first candidate kernel (cuDNN/cuBLASLt before the direct kernels) instead of the fastest."""
+    return shlex.split(os.environ.get("TENSORACLE_CONFORMANCE_BUILD_ARGS", ""))
 
 
 def sanitizer_prefix() -> list[str]:
@@ -40,6 +47,7 @@ def run_case_on_target(case: Case, directory: Path, cli: str, target_name: str) 
         return ["CPU reference: " + p for p in problems]
     engine = directory / f"{target_name}.engine"
     cmd = [cli, "build", str(directory / "network.json"), "-o", str(engine), "--target", target_name, "-q"]
+    cmd += build_args()
     for name, tensor in case.inputs.items():
         cmd += ["--profile", f"{name}={shape_text(tensor.shape)}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
