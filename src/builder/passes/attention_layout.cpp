@@ -7,31 +7,13 @@
 
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/passes.hpp"
+#include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
 
 namespace tensoracle::builder {
 
 namespace {
-
-// Readers of each tensor, and which tensors are network outputs.
-struct Readers {
-  std::vector<std::vector<std::size_t>> of;
-  std::vector<bool> output;
-  explicit Readers(const graph::Graph& g) : of(g.tensors.size()), output(g.tensors.size(), false) {
-    for (std::size_t l = 0; l < g.layers.size(); ++l) {
-      for (auto id : g.layers[l].inputs) {
-        if (id >= 0) of[static_cast<std::size_t>(id)].push_back(l);
-      }
-    }
-    for (auto id : g.outputs) output[static_cast<std::size_t>(id)] = true;
-  }
-  // Whether exactly `layer` reads `id`, once, and it is not a network output.
-  bool only(std::int32_t id, std::size_t layer) const {
-    const auto& r = of[static_cast<std::size_t>(id)];
-    return r.size() == 1 && r[0] == layer && !output[static_cast<std::size_t>(id)];
-  }
-};
 
 const graph::Layer* producer(const graph::Graph& g, std::int32_t id) {
   const auto p = g.tensor(id).producer;
@@ -64,7 +46,7 @@ struct Rewrite {
 
 // q, k and v ([B, S, H, D], before their head transposes) as reshapes of outputs 0, 1, 2 of one split along the last
 // axis of a [B, S, (Hq + 2 Hkv)·D] tensor: that tensor, with the head counts; -1 otherwise.
-std::int32_t packed_source(const graph::Graph& g, const Readers& readers, const std::array<std::int32_t, 3>& heads,
+std::int32_t packed_source(const graph::Graph& g, const TensorUses& uses, const std::array<std::int32_t, 3>& heads,
                            std::int64_t& hq, std::int64_t& hkv) {
   const graph::Layer* split = nullptr;
   std::array<std::int64_t, 3> h{};
@@ -78,7 +60,7 @@ std::int32_t packed_source(const graph::Graph& g, const Readers& readers, const 
     split = s;
     if (producer_index(g, part) != static_cast<std::int64_t>(i)) return -1;
     const auto reshape_layer = static_cast<std::size_t>(g.tensor(heads[i]).producer);
-    if (!readers.only(part, reshape_layer)) return -1;
+    if (!uses.only_read_by(part, reshape_layer)) return -1;
     // [B, S, E] -> [B, S, H, D] keeping B and S.
     const auto& in = g.tensor(part).shape;
     const auto& out = g.tensor(heads[i]).shape;
@@ -106,7 +88,7 @@ std::int32_t packed_source(const graph::Graph& g, const Readers& readers, const 
 
 Network fuse_attention_layout(const Network& network) {
   const graph::Graph& g = network.graph();
-  const Readers readers(g);
+  const TensorUses uses(g);
   std::vector<bool> dropped(g.layers.size(), false);
   std::vector<int> rewrite_of(g.layers.size(), -1);
   std::vector<Rewrite> rewrites;
@@ -120,24 +102,22 @@ Network fuse_attention_layout(const Network& network) {
     for (std::size_t i = 0; i < 3 && ok; ++i) {
       const std::int32_t t = layer.inputs[i];
       const graph::Layer* p = t >= 0 ? producer(g, t) : nullptr;
-      ok = p != nullptr && is_head_transpose(*p) && readers.only(t, l);
+      ok = p != nullptr && is_head_transpose(*p) && uses.only_read_by(t, l);
       if (ok) {
         r.inputs[i] = p->inputs[0];
         in_transposes[i] = static_cast<std::size_t>(g.tensor(t).producer);
       }
     }
-    const std::int32_t out = layer.outputs[0];
-    const auto& out_readers = readers.of[static_cast<std::size_t>(out)];
-    ok = ok && out_readers.size() == 1 && !readers.output[static_cast<std::size_t>(out)] &&
-         is_head_transpose(g.layers[out_readers[0]]);
+    const TensorUse* out_use = uses.only_reader(layer.outputs[0]);
+    ok = ok && out_use != nullptr && is_head_transpose(g.layers[out_use->layer]);
     if (!ok) continue;
     r.layout = "bshd";
-    r.out_transpose = out_readers[0];
+    r.out_transpose = out_use->layer;
     std::int64_t hq = 0, hkv = 0;
-    const std::int32_t packed = packed_source(g, readers, r.inputs, hq, hkv);
+    const std::int32_t packed = packed_source(g, uses, r.inputs, hq, hkv);
     // Each [B, S, H, D] head tensor must feed only its transpose for the split to go.
     bool sole = packed >= 0;
-    for (std::size_t i = 0; i < 3 && sole; ++i) sole = readers.only(r.inputs[i], in_transposes[i]);
+    for (std::size_t i = 0; i < 3 && sole; ++i) sole = uses.only_read_by(r.inputs[i], in_transposes[i]);
     if (sole) {
       r.inputs = {packed, packed, packed};
       r.layout = "packed";

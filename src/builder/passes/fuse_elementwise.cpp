@@ -9,6 +9,7 @@
 #include "backends/cuda/codegen/elementwise_codegen.hpp"
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/passes.hpp"
+#include "builder/passes/tensor_uses.hpp"
 #include "graph/elementwise_program.hpp"
 #include "graph/graph.hpp"
 
@@ -29,14 +30,7 @@ struct Group {
 
 Network fuse_elementwise(const Network& network) {
   const graph::Graph& g = network.graph();
-  std::vector<std::vector<std::int32_t>> readers(g.tensors.size());
-  for (std::size_t l = 0; l < g.layers.size(); ++l) {
-    for (auto id : g.layers[l].inputs) {
-      if (id >= 0) readers[static_cast<std::size_t>(id)].push_back(static_cast<std::int32_t>(l));
-    }
-  }
-  std::vector<bool> is_output(g.tensors.size(), false);
-  for (auto id : g.outputs) is_output[static_cast<std::size_t>(id)] = true;
+  const TensorUses uses(g);
 
   // Consumers before producers: a layer joins the group of its readers when every reader is in that one group and
   // its output is not a network output. Only a group's root is read outside it, so every member is an ancestor of the
@@ -48,10 +42,11 @@ Network fuse_elementwise(const Network& network) {
     if (!cuda::codegen::supports_layer(g, layer)) continue;
     const auto out = static_cast<std::size_t>(layer.outputs[0]);
     std::int32_t joined = -1;
-    if (!is_output[out] && !readers[out].empty()) {
-      const std::int32_t candidate = group_of[static_cast<std::size_t>(readers[out][0])];
+    const auto& readers = uses.readers[out];
+    if (!uses.output[out] && !readers.empty()) {
+      const std::int32_t candidate = group_of[readers[0].layer];
       bool one_group = candidate >= 0;
-      for (auto r : readers[out]) one_group = one_group && group_of[static_cast<std::size_t>(r)] == candidate;
+      for (const TensorUse& r : readers) one_group = one_group && group_of[r.layer] == candidate;
       if (one_group) {
         Group& grp = groups[static_cast<std::size_t>(candidate)];
         std::set<std::int32_t> inputs = grp.inputs;

@@ -8,38 +8,13 @@
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
+#include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
 
 namespace tensoracle::builder {
 
 namespace {
-
-struct Use {
-  std::size_t layer;
-  std::size_t position;
-};
-
-// Who reads each tensor, and which tensors are network outputs.
-struct Uses {
-  std::vector<std::vector<Use>> readers;
-  std::vector<bool> output;
-  explicit Uses(const graph::Graph& g) : readers(g.tensors.size()), output(g.tensors.size(), false) {
-    for (std::size_t l = 0; l < g.layers.size(); ++l) {
-      const auto& inputs = g.layers[l].inputs;
-      for (std::size_t p = 0; p < inputs.size(); ++p) {
-        if (inputs[p] >= 0) readers[static_cast<std::size_t>(inputs[p])].push_back({l, p});
-      }
-    }
-    for (auto id : g.outputs) output[static_cast<std::size_t>(id)] = true;
-  }
-  // The one layer that reads `id`, when exactly one does (once) and it is not a network output.
-  const Use* only_reader(std::int32_t id) const {
-    const auto& r = readers[static_cast<std::size_t>(id)];
-    if (r.size() != 1 || output[static_cast<std::size_t>(id)]) return nullptr;
-    return &r[0];
-  }
-};
 
 bool is_constant(const graph::Graph& g, std::int32_t id) {
   return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
@@ -61,7 +36,7 @@ bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {
 
 Network fuse_matmul_bias(const Network& network, WeightPool& pool) {
   const graph::Graph& g = network.graph();
-  const Uses uses(g);
+  const TensorUses uses(g);
   // matmul layer -> the add layer that adds a bias row to it.
   std::vector<std::int32_t> bias_add(g.layers.size(), -1);
   std::vector<bool> absorbed(g.layers.size(), false);
@@ -70,7 +45,7 @@ Network fuse_matmul_bias(const Network& network, WeightPool& pool) {
     if (mm.op != "matmul" || bool_attr(mm, "transpose_a") || !is_constant(g, mm.inputs[1])) continue;
     const auto w = mm.inputs[1];
     if (g.tensor(w).shape.size() != 2 || g.tensor(mm.inputs[0]).shape.size() < 2) continue;
-    const Use* use = uses.only_reader(mm.outputs[0]);
+    const TensorUse* use = uses.only_reader(mm.outputs[0]);
     if (use == nullptr) continue;
     const auto& add = g.layers[use->layer];
     if (add.op != "add") continue;
@@ -121,7 +96,7 @@ Network fuse_matmul_bias(const Network& network, WeightPool& pool) {
 
 Network fuse_epilogues(const Network& network) {
   const graph::Graph& g = network.graph();
-  const Uses uses(g);
+  const TensorUses uses(g);
   struct Fusion {
     std::int32_t residual = -1;
     std::string activation = "none";
@@ -138,7 +113,7 @@ Network fuse_epilogues(const Network& network) {
     if ((!linear && !conv) || layer.inputs.size() > 3 || string_attr(layer, "activation", "none") != "none") continue;
     Fusion f;
     std::int32_t value = layer.outputs[0];
-    const Use* use = uses.only_reader(value);
+    const TensorUse* use = uses.only_reader(value);
     auto activation_of = [&](const graph::Layer& next) -> std::string {
       if (next.op == "relu") return "relu";
       if (linear && next.op == "gelu" && string_attr(next, "approximate", "none") == "tanh") return "gelu_tanh";
@@ -150,7 +125,7 @@ Network fuse_epilogues(const Network& network) {
       const auto& add = g.layers[use->layer];
       const auto other = add.inputs[1 - use->position];
       if (other != value && same_shape(g, other, value) && same_shape(g, add.outputs[0], value)) {
-        const Use* after = uses.only_reader(add.outputs[0]);
+        const TensorUse* after = uses.only_reader(add.outputs[0]);
         const bool activation_follows = after != nullptr && !activation_of(g.layers[after->layer]).empty();
         // cuDNN fuses a residual only together with an activation.
         if (linear || activation_follows) {
