@@ -363,8 +363,8 @@ struct ThreadHandles {
   }
 };
 
-// This thread's handle for the current device, bound to launch.stream.
-cudnnHandle_t cudnn_handle(const StepLaunch& launch) {
+// This thread's handle for the current device, bound to launch.stream; *device_out (when given) is that device.
+cudnnHandle_t cudnn_handle(const StepLaunch& launch, int* device_out = nullptr) {
   thread_local ThreadHandles handles;
   int device = 0;
   TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
@@ -394,36 +394,26 @@ cudnnHandle_t cudnn_handle(const StepLaunch& launch) {
     handles.by_device[device] = handle;
   }
   check_cudnn(cudnnSetStream(handle, launch.stream), "cudnnSetStream", launch);
+  if (device_out != nullptr) *device_out = device;
   return handle;
 }
 
-struct TensorDesc {
-  cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc() = default;
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
-  ~TensorDesc() {
-    if (d != nullptr) cudnnDestroyTensorDescriptor(d);
+// One cuDNN descriptor, destroyed with its owner.
+template <typename Handle, cudnnStatus_t (*kDestroy)(Handle)>
+struct CudnnDesc {
+  Handle d = nullptr;
+  CudnnDesc() = default;
+  CudnnDesc(const CudnnDesc&) = delete;
+  CudnnDesc& operator=(const CudnnDesc&) = delete;
+  ~CudnnDesc() {
+    if (d != nullptr) kDestroy(d);
   }
 };
-struct FilterDesc {
-  cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc() = default;
-  FilterDesc(const FilterDesc&) = delete;
-  FilterDesc& operator=(const FilterDesc&) = delete;
-  ~FilterDesc() {
-    if (d != nullptr) cudnnDestroyFilterDescriptor(d);
-  }
-};
-struct ConvDesc {
-  cudnnConvolutionDescriptor_t d = nullptr;
-  ConvDesc() = default;
-  ConvDesc(const ConvDesc&) = delete;
-  ConvDesc& operator=(const ConvDesc&) = delete;
-  ~ConvDesc() {
-    if (d != nullptr) cudnnDestroyConvolutionDescriptor(d);
-  }
-};
+using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
+using FilterDesc = CudnnDesc<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
+using ConvDesc = CudnnDesc<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+using ActivationDesc = CudnnDesc<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+using PoolingDesc = CudnnDesc<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
 
 cudnnDataType_t cudnn_type(DataType dtype) {
   switch (dtype) {
@@ -509,15 +499,6 @@ struct AlgoChoice {
 };
 // What a thread keeps per problem: the choice and, when cuDNN runs it, its descriptors (math type set), so that a
 // launch after the first only binds the stream and enqueues.
-struct ActivationDesc {
-  cudnnActivationDescriptor_t d = nullptr;
-  ActivationDesc() = default;
-  ActivationDesc(const ActivationDesc&) = delete;
-  ActivationDesc& operator=(const ActivationDesc&) = delete;
-  ~ActivationDesc() {
-    if (d != nullptr) cudnnDestroyActivationDescriptor(d);
-  }
-};
 struct ConvPlan {
   // f16/bf16 forward convolutions: the whole layer (bias, residual and relu included) as one cuDNN graph plan; when
   // set, nothing below is used.
@@ -774,9 +755,8 @@ void launch_conv_cudnn(const StepLaunch& launch) {
   }
   if (!geometry_ok) return run_conv_fallback<kTranspose>(launch, s);
 
-  cudnnHandle_t handle = cudnn_handle(launch);
   int device = 0;
-  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
+  cudnnHandle_t handle = cudnn_handle(launch, &device);
   const std::size_t limit = launch.workspace != nullptr ? launch.workspace_bytes : 0;
   const ProblemKey key = problem_key(launch, s, kTranspose, device);
   auto& cache = plan_cache();
@@ -785,8 +765,7 @@ void launch_conv_cudnn(const StepLaunch& launch) {
     if (cache.size() >= kMaxPlans) cache.clear();
     ConvPlan plan;
     if (!kTranspose && graph_eligible(launch)) {
-      std::string why;
-      plan.graph = ConvGraphPlan::build(handle, graph_problem(launch, s), limit, why);
+      plan.graph = ConvGraphPlan::build(handle, graph_problem(launch, s), limit);
     }
     if (plan.graph != nullptr) {
       it = cache.emplace(key, std::move(plan)).first;
@@ -894,9 +873,8 @@ std::size_t conv_workspace(const graph::Graph& graph, const graph::Layer& layer,
   if (s.n * s.o * s.oh * s.ow == 0 || !fits_cudnn(s)) return 0;
   cudnnHandle_t handle = cudnn_handle(launch);
   if (graph_eligible(launch)) {
-    std::string why;
     const std::unique_ptr<ConvGraphPlan> graph =
-        ConvGraphPlan::build(handle, graph_problem(launch, s), kCudnnWorkspaceBytes, why);
+        ConvGraphPlan::build(handle, graph_problem(launch, s), kCudnnWorkspaceBytes);
     if (graph != nullptr) return graph->workspace_bytes();
   }
   CudnnConv d;
@@ -1084,15 +1062,6 @@ void launch_pool(const StepLaunch& launch) {
 // ceil_mode layer whose output is larger (or a problem beyond its int descriptors) runs the direct kernel. Max pooling
 // propagates NaN; averages divide by the whole window (count_include_pad) or by its part inside the input, which is
 // the reference's rule whenever windows stay within the padded input (floor mode). f16/bf16 accumulate in f32.
-struct PoolingDesc {
-  cudnnPoolingDescriptor_t d = nullptr;
-  PoolingDesc() = default;
-  PoolingDesc(const PoolingDesc&) = delete;
-  PoolingDesc& operator=(const PoolingDesc&) = delete;
-  ~PoolingDesc() {
-    if (d != nullptr) cudnnDestroyPoolingDescriptor(d);
-  }
-};
 struct PoolPlan {
   bool use_cudnn = false;
   TensorDesc in, out;
@@ -1112,9 +1081,8 @@ void launch_pool_cudnn(const StepLaunch& launch) {
   for (std::int64_t v : dims) fits = fits && v >= 0 && v <= INT_MAX;
   if (!floor_mode || !fits) return launch_pool<kMax>(launch);
 
-  cudnnHandle_t handle = cudnn_handle(launch);
   int device = 0;
-  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
+  cudnnHandle_t handle = cudnn_handle(launch, &device);
   const DataType dtype = launch.inputs.at(0).dtype;
   const bool last = channels_last(launch);
   const PoolKey key = {kMax ? 1 : 0,

@@ -30,22 +30,18 @@ class Desc {
   cudnnStatus_t status_ = CUDNN_STATUS_SUCCESS;
 };
 
-// Collects the first failing call of a descriptor chain (the backend API reports unsupported graphs from any of them).
+// Keeps the first failing status of a descriptor chain (the backend API reports an unsupported graph from any call).
 struct Builder {
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-  const char* failed = nullptr;
 
   bool ok() const { return status == CUDNN_STATUS_SUCCESS; }
-  void note(cudnnStatus_t s, const char* call) {
-    if (ok() && s != CUDNN_STATUS_SUCCESS) {
-      status = s;
-      failed = call;
-    }
+  void note(cudnnStatus_t s) {
+    if (ok()) status = s;
   }
   template <typename T>
   void set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values,
            std::int64_t count) {
-    if (ok()) note(cudnnBackendSetAttribute(d.get(), name, type, count, values), "cudnnBackendSetAttribute");
+    if (ok()) note(cudnnBackendSetAttribute(d.get(), name, type, count, values));
   }
   template <typename T>
   void set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T& value) {
@@ -57,11 +53,11 @@ struct Builder {
   }
   Desc make(cudnnBackendDescriptorType_t type) {
     Desc d(type);
-    note(d.status(), "cudnnBackendCreateDescriptor");
+    note(d.status());
     return d;
   }
   void finalize(const Desc& d) {
-    if (ok()) note(cudnnBackendFinalize(d.get()), "cudnnBackendFinalize");
+    if (ok()) note(cudnnBackendFinalize(d.get()));
   }
 };
 
@@ -113,10 +109,6 @@ bool has_note(const Desc& engine, cudnnBackendNumericalNote_t wanted) {
   return false;
 }
 
-std::string describe(const Builder& b) {
-  return std::string(b.failed != nullptr ? b.failed : "cuDNN") + ": " + cudnnGetErrorString(b.status);
-}
-
 }  // namespace
 
 ConvGraphPlan::~ConvGraphPlan() {
@@ -125,7 +117,7 @@ ConvGraphPlan::~ConvGraphPlan() {
 }
 
 std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const ConvGraphProblem& p,
-                                                    std::size_t workspace_limit, std::string& why) {
+                                                    std::size_t workspace_limit) {
   Builder b;
   const bool epilogue = p.bias || p.residual || p.relu;
   const std::array<std::int64_t, 4> y_dims = {p.n, p.o, p.oh, p.ow};
@@ -204,13 +196,9 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
   std::int64_t count = 0;
   if (b.ok()) {
     b.note(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                    &count, nullptr),
-           "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)");
+                                    &count, nullptr));
   }
-  if (!b.ok()) {
-    why = describe(b);
-    return nullptr;
-  }
+  if (!b.ok()) return nullptr;
   std::vector<Desc> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -220,14 +208,9 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
   std::int64_t returned = 0;
   if (b.ok() && count > 0) {
     b.note(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                    count, &returned, raw.data()),
-           "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)");
+                                    count, &returned, raw.data()));
   }
-  if (!b.ok()) {
-    why = describe(b);
-    return nullptr;
-  }
-  why = "no engine configuration of cuDNN's heuristics fits";
+  if (!b.ok()) return nullptr;
   for (std::int64_t i = 0; i < returned && i < count; ++i) {
     const Desc& config = configs[static_cast<std::size_t>(i)];
     Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
@@ -260,7 +243,6 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
     result->bias_ = p.bias;
     result->residual_ = p.residual;
     result->workspace_ = static_cast<std::size_t>(workspace);
-    why.clear();
     return result;
   }
   return nullptr;

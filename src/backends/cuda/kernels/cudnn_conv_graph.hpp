@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 namespace tensoracle::cuda {
 
@@ -27,9 +26,10 @@ struct ConvGraphProblem {
 class ConvGraphPlan {
  public:
   // The first engine configuration of cuDNN's heuristics (mode A) that is deterministic, not FFT based, finalizes
-  // and needs at most workspace_limit bytes; nullptr (with the reason in why) when cuDNN has none.
+  // and needs at most workspace_limit bytes; nullptr when cuDNN has none or refuses the graph (the caller then runs
+  // the legacy API, which has its own fallbacks).
   static std::unique_ptr<ConvGraphPlan> build(cudnnHandle_t handle, const ConvGraphProblem& problem,
-                                              std::size_t workspace_limit, std::string& why);
+                                              std::size_t workspace_limit);
   ConvGraphPlan(const ConvGraphPlan&) = delete;
   ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
   ~ConvGraphPlan();
