@@ -27,21 +27,25 @@ def attention_ref(q, k, v, mask=None, causal=False, scale=None):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def attention_layer(inputs, names, mask=None, causal=False, scale=None, **attrs):
+    """The attention layer of a case reading `names` (and the mask, which joins `inputs`), output "y"."""
+    names = list(names)
+    if mask is not None:
+        inputs["mask"] = mask
+        names.append("mask")
+    if causal:
+        attrs["causal"] = 1
+    if scale is not None:
+        attrs["scale"] = scale
+    return [{"op": "attention", "inputs": names, "outputs": ["y"], "attrs": attrs}]
+
+
 def attention_case(name, b, hq, hkv, sq, skv, d, dv=None, dtype=torch.float32, mask=None, causal=False, scale=None,
                    dynamic=None):
     dv = d if dv is None else dv
     inputs = {"q": randn(b, hq, sq, d, dtype=dtype), "k": randn(b, hkv, skv, d, dtype=dtype),
               "v": randn(b, hkv, skv, dv, dtype=dtype)}
-    names = ["q", "k", "v"]
-    if mask is not None:
-        inputs["mask"] = mask
-        names.append("mask")
-    attrs = {}
-    if causal:
-        attrs["causal"] = 1
-    if scale is not None:
-        attrs["scale"] = scale
-    return Case(name, [{"op": "attention", "inputs": names, "outputs": ["y"], "attrs": attrs}], inputs,
+    return Case(name, attention_layer(inputs, ["q", "k", "v"], mask, causal, scale), inputs,
                 lambda t: {"y": attention_ref(t["q"], t["k"], t["v"], t.get("mask"), causal, scale)},
                 dynamic=dynamic or {})
 
@@ -112,15 +116,8 @@ def attention_bshd_case(name, b, hq, hkv, sq, skv, d, dtype=torch.float32, causa
     """layout bshd: q, k, v and the output [B, S, H, D]."""
     inputs = {"q": randn(b, sq, hq, d, dtype=dtype), "k": randn(b, skv, hkv, d, dtype=dtype),
               "v": randn(b, skv, hkv, d, dtype=dtype)}
-    names = ["q", "k", "v"]
-    if mask is not None:
-        inputs["mask"] = mask
-        names.append("mask")
-    attrs = {"layout": "bshd"}
-    if causal:
-        attrs["causal"] = 1
     heads = lambda t: t.transpose(1, 2)  # noqa: E731
-    return Case(name, [{"op": "attention", "inputs": names, "outputs": ["y"], "attrs": attrs}], inputs,
+    return Case(name, attention_layer(inputs, ["q", "k", "v"], mask, causal, layout="bshd"), inputs,
                 lambda t: {"y": heads(attention_ref(heads(t["q"]), heads(t["k"]), heads(t["v"]), t.get("mask"),
                                                     causal))})
 
@@ -136,14 +133,8 @@ def unpack_qkv(qkv, hq, hkv):
 def attention_packed_case(name, b, hq, hkv, s, d, dtype=torch.float32, causal=False, mask=None):
     """layout packed: one [B, S, (heads + 2 kv_heads)·D] input, output [B, S, H, D]."""
     inputs = {"qkv": randn(b, s, (hq + 2 * hkv) * d, dtype=dtype)}
-    names = ["qkv", "qkv", "qkv"]
-    if mask is not None:
-        inputs["mask"] = mask
-        names.append("mask")
-    attrs = {"layout": "packed", "heads": hq, "kv_heads": hkv}
-    if causal:
-        attrs["causal"] = 1
-    return Case(name, [{"op": "attention", "inputs": names, "outputs": ["y"], "attrs": attrs}], inputs,
+    layer = attention_layer(inputs, ["qkv"] * 3, mask, causal, layout="packed", heads=hq, kv_heads=hkv)
+    return Case(name, layer, inputs,
                 lambda t: {"y": attention_ref(*unpack_qkv(t["qkv"], hq, hkv), t.get("mask"), causal).transpose(1, 2)})
 
 
