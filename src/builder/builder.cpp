@@ -13,6 +13,7 @@
 #include "builder/memory_plan.hpp"
 #include "builder/passes/passes.hpp"
 #include "builder/weight_pool.hpp"
+#include "core/bytes.hpp"
 #include "graph/graph.hpp"
 #include "graph/shape_eval.hpp"
 #include "runtime/kernel_names.hpp"
@@ -277,7 +278,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
                                runtime::kSectionAlignment;
     const std::size_t size = t.weight->byte_size();
     weight_bytes.resize(offset + size);
-    if (size != 0) std::memcpy(weight_bytes.data() + offset, t.weight->data, size);
+    copy_bytes(weight_bytes.data() + offset, t.weight->data, size);
     weights.push_back(Json{{"tensor", name},
                            {"dtype", std::string(to_string(t.dtype))},
                            {"shape", dims_json(t.weight->shape())},

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes.hpp"
 #include "core/posix_file.hpp"
 #include "tensoracle/compare.hpp"
 #include "tensoracle/error.hpp"
@@ -274,7 +275,7 @@ HostTensor read_npy(const std::filesystem::path& path) {
 HostTensor parse_npy(const void* data, std::size_t size, const std::string& display_name) {
   const auto* bytes = static_cast<const std::byte*>(data);
   return read_npy_from([bytes](void* destination, std::size_t count,
-                               std::uint64_t offset) { std::memcpy(destination, bytes + offset, count); },
+                               std::uint64_t offset) { copy_bytes(destination, bytes + offset, count); },
                        size, display_name);
 }
 

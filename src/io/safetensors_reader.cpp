@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/bytes.hpp"
 #include "core/posix_file.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/safetensors.hpp"
@@ -262,7 +263,7 @@ TensorView SafetensorsFile::view(const TensorInfo& info) const {
 
 void SafetensorsFile::read(const TensorInfo& info, void* destination) const {
   if (fd_ < 0) {
-    std::memcpy(destination, base_ + data_start() + info.data_begin, info.byte_size());
+    copy_bytes(destination, base_ + data_start() + info.data_begin, info.byte_size());
     return;
   }
   auto* out = static_cast<std::byte*>(destination);

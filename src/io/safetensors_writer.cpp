@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/bytes.hpp"
 #include "core/posix_file.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/safetensors.hpp"
@@ -122,7 +123,7 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorToWrite>& t
   std::memcpy(out.data() + 8, file.header.data(), file.header.size());
   std::byte* data = out.data() + 8 + file.header.size();
   for (std::size_t i = 0; i < file.order.size(); ++i) {
-    if (file.sizes[i] != 0) std::memcpy(data, file.order[i]->data, file.sizes[i]);
+    copy_bytes(data, file.order[i]->data, file.sizes[i]);
     data += file.sizes[i];
   }
   return out;

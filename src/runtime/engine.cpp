@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernels/numeric.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
+#include "core/bytes.hpp"
 #include "core/posix_file.hpp"
 #include "runtime/engine_state.hpp"
 #include "runtime/kernel_names.hpp"
@@ -339,7 +340,7 @@ std::string Engine::inspect(const std::vector<std::byte>& bytes, const std::stri
 std::shared_ptr<const Engine> Engine::deserialize(const void* data, std::size_t size, const std::string& display_name) {
   if (data == nullptr && size != 0) throw InvalidArgumentError("Engine::deserialize: null data");
   std::vector<std::byte> bytes(size);
-  if (size != 0) std::memcpy(bytes.data(), data, size);
+  copy_bytes(bytes.data(), data, size);
   return deserialize(std::move(bytes), display_name);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/bytes.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::runtime {
@@ -52,10 +53,10 @@ std::vector<std::byte> write_plan(Json manifest, const std::vector<SectionData>&
   put_u32(out.data() + 12, 0);  // flags, none defined
   put_u64(out.data() + 16, text.size());
   put_u64(out.data() + 24, total);
-  std::memcpy(out.data() + kPlanHeaderSize, text.data(), text.size());
+  copy_bytes(out.data() + kPlanHeaderSize, text.data(), text.size());
   std::uint64_t at = data_start;
   for (const auto& s : sections) {
-    if (!s.bytes.empty()) std::memcpy(out.data() + at, s.bytes.data(), s.bytes.size());
+    copy_bytes(out.data() + at, s.bytes.data(), s.bytes.size());
     at += align_up(s.bytes.size());
   }
   return out;

@@ -1,5 +1,6 @@
-// Writes a few small, valid engines as seeds for fuzz_engine_plan: CPU engines (fp32 and fp16, fixed and ranged
-// shapes, a fused_elementwise layer) and a CUDA engine whose step carries a generated kernel in a kernels section.
+// Writes a few small, valid engines as seeds for fuzz_engine_plan, the same bytes on every run: CPU engines (fp32 and
+// fp16, fixed and ranged shapes, a fused_elementwise layer) and a CUDA engine with a generated kernel in a kernels
+// section.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,14 @@
 
 namespace {
 
-void write(const std::string& path, const std::vector<std::byte>& bytes) {
+// Writes an engine with its one run-dependent field, build_seconds, set to 0: the same commit writes the same seeds,
+// so that CI's seeded fuzz runs (scripts/fuzz.sh) give the same result every time.
+void write(const std::string& path, const std::vector<std::byte>& built) {
+  const tensoracle::runtime::ParsedPlan plan = tensoracle::runtime::parse_plan(built, path);
+  nlohmann::json manifest = plan.manifest;
+  manifest.erase("sections");
+  manifest["build_seconds"] = 0.0;
+  const std::vector<std::byte> bytes = tensoracle::runtime::write_plan(manifest, plan.sections);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0) {
     std::perror(path.c_str());

@@ -131,6 +131,28 @@ def test_info_sha256_flag_on_several_files(cli, files):
     assert extra0["sha256"] == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
+def test_info_zero_size_tensor_at_the_end_of_an_empty_data_section(cli, tmp_path):
+    # What the fuzzer found: a zero-size tensor last in a file with no data bytes at all (header only).
+    path = tmp_path / "zero.safetensors"
+    header = b'{"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}'
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    assert stnp.load_file(str(path))["a"].shape == (0,)  # the official reader accepts it too
+    result = run(cli, "safetensors", "info", "--sha256", path)
+    assert result.returncode == 0, describe(result)
+    (entry,) = json.loads(result.stdout)["files"]
+    assert entry["file_size"] == 8 + len(header)
+    assert entry["tensors"] == [
+        {
+            "name": "a",
+            "dtype": "F32",
+            "shape": [0],
+            "byte_size": 0,
+            "data_offsets": [0, 0],
+            "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        }
+    ]
+
+
 @pytest.mark.parametrize("invalid_first", [False, True], ids=["valid-then-invalid", "invalid-then-valid"])
 def test_one_invalid_file_fails_the_whole_call(cli, files, invalid_first):
     args = [files["invalid"], files["valid0"]] if invalid_first else [files["valid0"], files["invalid"]]

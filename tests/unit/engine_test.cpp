@@ -128,6 +128,29 @@ TEST(Engine, RoundTripEqualsDirectExecution) {
   EXPECT_EQ(manifest.find("transpose_cpu_reference"), std::string::npos) << "the constant transpose was not folded";
 }
 
+// A weight file whose only tensor is empty has an empty data section, so the tensor sits at the very end of the file
+// and its view points one past the header; the engine's weights section is empty too. Built, saved and run, nothing
+// may copy from or into a null pointer (the sanitizer build checks).
+TEST(Engine, ZeroSizeWeightsAtTheEndOfAnEmptyDataSection) {
+  const std::vector<std::byte> file_bytes =
+      serialize_safetensors({TensorToWrite{"empty", DataType::kF32, Dims{2, 0}, nullptr}});
+  auto file = SafetensorsFile::from_bytes(file_bytes.data(), file_bytes.size(), "empty weights");
+  ASSERT_EQ(file->data_start(), file_bytes.size());
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {2, 3});
+  const Tensor empty = net.add_constant(file->get("empty"));
+  net.mark_output(net.add_concat({x, empty}, 1), "y");
+  net.mark_output(net.add_concat({empty, x}, 1), "z");
+  auto engine = Engine::deserialize(Builder(BuilderConfig{}).build(net));
+  auto ctx = engine->create_execution_context();
+  std::mt19937 rng(3);
+  const std::map<std::string, HostTensor> inputs{{"x", random_tensor({2, 3}, rng)}};
+  const auto got = run_engine(*ctx, inputs);
+  EXPECT_EQ(got.at("y").shape, Dims({2, 3}));
+  EXPECT_EQ(got.at("y").bytes, inputs.at("x").bytes);
+  EXPECT_EQ(got.at("z").bytes, inputs.at("x").bytes);
+}
+
 TEST(Engine, ActivationMemoryIsReusedAlongAChain) {
   std::mt19937 rng(10);
   Network net;

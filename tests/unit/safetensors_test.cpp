@@ -22,6 +22,7 @@
 
 #include "tensoracle/data_type.hpp"
 #include "tensoracle/error.hpp"
+#include "tensoracle/host_tensor.hpp"
 
 namespace tensoracle {
 namespace {
@@ -208,6 +209,41 @@ TEST(Safetensors, ScalarsAndEmptyTensors) {
   EXPECT_NE(header_text(bytes).find(R"("scalar_f32":{"dtype":"F32","shape":[],)"), std::string::npos)
       << header_text(bytes);
   EXPECT_NE(header_text(bytes).find(R"("shape":[3,0,2])"), std::string::npos) << header_text(bytes);
+}
+
+// A zero-size tensor last in a file with no data at all (what the fuzzer found: read() passed a null destination to
+// memcpy). Reading it from bytes and from a file, viewing, copying, writing it back and opening it in a WeightStore
+// must all work without touching a byte (the sanitizer build checks for the null pointers).
+TEST(Safetensors, ZeroSizeTensorAtTheEndOfAnEmptyDataSection) {
+  TempDir dir;
+  const std::string header = R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})";
+  Bytes bytes(8 + header.size());
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<std::size_t>(i)] = static_cast<std::byte>((header.size() >> (8 * i)) & 0xFF);
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  auto from_bytes = SafetensorsFile::from_bytes(bytes.data(), bytes.size(), "zero-size");
+  {
+    std::ofstream out(dir / "zero.safetensors", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto from_file = SafetensorsFile::open(dir / "zero.safetensors");
+  for (const auto& file : {from_bytes, from_file}) {
+    const TensorInfo& info = file->tensors().at(0);
+    EXPECT_EQ(info.byte_size(), 0U);
+    EXPECT_EQ(file->data_start(), bytes.size());
+    Bytes empty;  // data() is null
+    file->read(info, empty.data());
+    const HostTensor copy = HostTensor::from_view(file->get("a"));
+    EXPECT_EQ(copy.shape, Dims{0});
+    EXPECT_TRUE(copy.bytes.empty());
+    const Bytes written = serialize_safetensors({copy.to_write("a")});
+    auto again = SafetensorsFile::from_bytes(written.data(), written.size(), "rewritten");
+    EXPECT_EQ(again->get("a").shape(), Dims{0});
+  }
+  write_safetensors(dir / "rewritten.safetensors", {HostTensor::from_view(from_file->get("a")).to_write("b")});
+  const WeightStore store = WeightStore::open({dir / "zero.safetensors", dir / "rewritten.safetensors"});
+  EXPECT_EQ(store.get("a").shape(), Dims{0});
+  EXPECT_EQ(store.get("b").shape(), Dims{0});
 }
 
 TEST(Safetensors, NoTensorsAtAll) {

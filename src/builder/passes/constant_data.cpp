@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/numeric.hpp"
 #include "backends/cpu/tensor_ref.hpp"
+#include "core/bytes.hpp"
 
 namespace tensoracle::builder {
 
@@ -16,7 +17,7 @@ HostTensor constant_tensor(const graph::Graph& g, std::int32_t id) {
     return h;
   }
   HostTensor h(t.dtype, t.weight->shape());
-  if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.weight->data, h.bytes.size());
+  copy_bytes(h.bytes.data(), t.weight->data, h.bytes.size());
   return h;
 }
 

@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels/numeric.hpp"
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/passes.hpp"
+#include "core/bytes.hpp"
 #include "graph/graph.hpp"
 
 namespace tensoracle::builder {
@@ -34,7 +35,7 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool) 
       continue;
     }
     HostTensor f32(DataType::kF32, dims);
-    if (!f32.bytes.empty()) std::memcpy(f32.bytes.data(), t.weight->data, f32.bytes.size());
+    copy_bytes(f32.bytes.data(), t.weight->data, f32.bytes.size());
     HostTensor converted(low, dims);
     cpu::from_f32(converted, cpu::to_f32(f32));
     rewriter.set(sid, net.add_constant(pool.add(t.name, low, dims, std::move(converted.bytes)), t.name));

@@ -15,6 +15,7 @@
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/blas.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "core/bytes.hpp"
 
 namespace tensoracle::cpu {
 namespace {
@@ -209,7 +210,7 @@ void conv_kernel(KernelContext& ctx) {
     conv<float>(ctx, x, w, y);
   }
   const HostTensor back = to_channels_last(y);
-  std::memcpy(out.bytes.data(), back.bytes.data(), back.bytes.size());
+  copy_bytes(out.bytes.data(), back.bytes.data(), back.bytes.size());
 }
 
 void conv_transpose2d_kernel(KernelContext& ctx) {
@@ -274,7 +275,7 @@ void max_pool2d_kernel(KernelContext& ctx) {
   HostTensor y(out.dtype, Dims{out.shape[0], out.shape[3], out.shape[1], out.shape[2]});
   max_pool2d(ctx, x, y);
   const HostTensor back = to_channels_last(y);
-  std::memcpy(out.bytes.data(), back.bytes.data(), back.bytes.size());
+  copy_bytes(out.bytes.data(), back.bytes.data(), back.bytes.size());
 }
 
 void avg_pool2d_kernel(KernelContext& ctx) {

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "core/bytes.hpp"
 
 namespace tensoracle::cpu {
 namespace {
@@ -109,8 +110,7 @@ void concat_kernel(KernelContext& ctx) {
     const auto run = static_cast<std::size_t>(x.shape[static_cast<int>(axis)] * inner);
     for (std::int64_t o = 0; o < outer; ++o) {
       const auto ou = static_cast<std::size_t>(o);
-      if (run > 0)
-        std::memcpy(out.bytes.data() + (ou * block + offset) * size, x.bytes.data() + ou * run * size, run * size);
+      copy_bytes(out.bytes.data() + (ou * block + offset) * size, x.bytes.data() + ou * run * size, run * size);
     }
     offset += run;
   }
@@ -131,8 +131,7 @@ void split_kernel(KernelContext& ctx) {
     const auto run = static_cast<std::size_t>(out.shape[static_cast<int>(axis)] * inner);
     for (std::int64_t o = 0; o < outer; ++o) {
       const auto ou = static_cast<std::size_t>(o);
-      if (run > 0)
-        std::memcpy(out.bytes.data() + ou * run * size, x.bytes.data() + (ou * block + offset) * size, run * size);
+      copy_bytes(out.bytes.data() + ou * run * size, x.bytes.data() + (ou * block + offset) * size, run * size);
     }
     offset += run;
   }
@@ -164,7 +163,7 @@ void gather_kernel(KernelContext& ctx) {
   for (std::int64_t b = 0; b < outer; ++b) {
     for (std::int64_t index : idx) {
       const auto src = static_cast<std::size_t>((b * dim + index) * inner);
-      if (run > 0) std::memcpy(out.bytes.data() + o * size, data.bytes.data() + src * size, run);
+      copy_bytes(out.bytes.data() + o * size, data.bytes.data() + src * size, run);
       o += static_cast<std::size_t>(inner);
     }
   }
