@@ -10,8 +10,8 @@ debian_packages=(
   clang libclang-rt-14-dev clang-format
   python3 python3-pip python3-torch
 )
-python_packages=(numpy ml_dtypes safetensors pytest)
-python_modules=(numpy ml_dtypes safetensors pytest)
+python_packages=(numpy ml_dtypes safetensors pytest nanobind scikit-build-core)
+python_modules=(numpy ml_dtypes safetensors pytest nanobind scikit_build_core)
 
 missing=()
 for p in "${debian_packages[@]}"; do

@@ -1,4 +1,5 @@
-// The main job, end to end: weights → network → engine for the best target → save → reopen → run → compare → time.
+// The main job, end to end: weights → engine for the best target through the cache (open_engine: built once, reused
+// after) → run → compare with the CPU reference → time.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -62,32 +63,37 @@ int run(int argc, char** argv) {
   const encoder_example::EncoderConfig config;
   const auto weights_path = dir / "encoder.safetensors";
   if (!std::filesystem::exists(weights_path)) encoder_example::write_weights(weights_path, config);
-  const auto weights = tensoracle::WeightStore::open({weights_path});
-  const tensoracle::Network network = encoder_example::define_network(weights, config);
+  // The model package's declaration: what engine it wants, besides the weights.
+  tensoracle::EngineDeclaration declaration;
+  declaration.name = "transformer_encoder";
+  declaration.graph_version = 1;
+  declaration.inputs = {{"x", tensoracle::DataType::kF32, {-1, -1, config.hidden}}};
+  declaration.outputs = {{"y", tensoracle::DataType::kF32, {-1, -1, config.hidden}}};
+  declaration.builder.target = tensoracle::Target::parse(target_name);
+  declaration.builder.precision = tensoracle::parse_precision(precision_name);
+  declaration.builder.add_profile("x", {1, 1, config.hidden}, {batch, seq, config.hidden},
+                                  {std::max<std::int64_t>(batch, 8), std::max<std::int64_t>(seq, 256), config.hidden});
+  fmt::print("target {} precision {}; weights {}\n", declaration.builder.target.to_string(),
+             tensoracle::to_string(declaration.builder.precision), weights_path.string());
 
-  tensoracle::BuilderConfig build;
-  build.target = tensoracle::Target::parse(target_name);
-  build.precision = tensoracle::parse_precision(precision_name);
-  build.add_profile("x", {1, 1, config.hidden}, {batch, seq, config.hidden},
-                    {std::max<std::int64_t>(batch, 8), std::max<std::int64_t>(seq, 256), config.hidden});
-  fmt::print("target {} precision {}; {} layers, weights {}\n", build.target.to_string(),
-             tensoracle::to_string(build.precision), network.num_layers(), weights_path.string());
-
+  // Opens the saved engine when its conditions match; else calls the graph function, builds and saves.
+  tensoracle::OpenEngineOptions options;
+  options.cache_dir = dir / "cache";
+  bool graph_called = false;
   auto start = Clock::now();
-  const std::vector<std::byte> bytes = tensoracle::Builder(build).build(network);
-  const double build_ms = ms_since(start);
-  const auto engine_path =
-      dir / fmt::format("encoder_{}_{}.engine", build.target.kind == tensoracle::TargetKind::kCpu ? "cpu" : "cuda",
-                        tensoracle::to_string(build.precision));
-  {
-    std::FILE* f = std::fopen(engine_path.c_str(), "wb");
-    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0)
-      throw tensoracle::IoError("can't write " + engine_path.string());
-  }
+  const tensoracle::EngineHandle handle = tensoracle::open_engine(
+      declaration, {weights_path},
+      [&](const tensoracle::WeightStore& weights) {
+        graph_called = true;
+        return encoder_example::define_network(weights, config);
+      },
+      options);
+  const double open_ms = ms_since(start);
+  if (handle.built != graph_called) throw tensoracle::Error("open_engine called the graph function on a reuse");
+  const auto& engine = handle.engine;
   start = Clock::now();
-  auto engine = tensoracle::Engine::load(engine_path);
-  auto ctx = engine->create_execution_context();
-  const double load_ms = ms_since(start);
+  auto ctx = handle.create_execution_context();
+  const double context_ms = ms_since(start);
 
   // A random input; the CPU reference runs the original network on the same values.
   tensoracle::HostTensor x(tensoracle::DataType::kF32, {batch, seq, config.hidden});
@@ -107,13 +113,16 @@ int run(int argc, char** argv) {
   stream.synchronize();
   y_buf.copy_to_host(y.bytes.data(), y.bytes.size());
 
+  const auto weights = tensoracle::WeightStore::open({weights_path});
+  const tensoracle::Network network = encoder_example::define_network(weights, config);
   start = Clock::now();
   const auto reference = tensoracle::run_reference(network, {{"x", x}});
   const double reference_ms = ms_since(start);
   tensoracle::CompareThresholds limits;
-  limits.rel_l2 = build.precision == tensoracle::Precision::kFp32   ? 1e-5
-                  : build.precision == tensoracle::Precision::kTf32 ? 5e-3
-                                                                    : 3e-2;
+  const tensoracle::Precision precision = declaration.builder.precision;
+  limits.rel_l2 = precision == tensoracle::Precision::kFp32   ? 1e-5
+                  : precision == tensoracle::Precision::kTf32 ? 5e-3
+                                                              : 3e-2;
   const auto cmp = tensoracle::compare_tensors("y", y, reference.at("y"), limits);
 
   std::vector<double> latency;
@@ -123,9 +132,11 @@ int run(int argc, char** argv) {
     stream.synchronize();
     if (i >= 5) latency.push_back(ms_since(t0));
   }
-  fmt::print("engine {} ({} bytes, weights on target {} bytes, context memory {} bytes)\n", engine_path.string(),
-             bytes.size(), engine->weight_bytes(), engine->context_memory_bytes());
-  fmt::print("build {:.1f} ms, load {:.1f} ms, CPU reference run {:.1f} ms\n", build_ms, load_ms, reference_ms);
+  fmt::print("engine {} {} ({} bytes, weights on target {} bytes, context memory {} bytes)\n",
+             handle.built ? "built and saved:" : "reused from the cache:", handle.path.string(),
+             std::filesystem::file_size(handle.path), engine->weight_bytes(), engine->context_memory_bytes());
+  fmt::print("open_engine {:.1f} ms, context {:.1f} ms, CPU reference run {:.1f} ms\n", open_ms, context_ms,
+             reference_ms);
   fmt::print("latency over {} runs at batch {} seq {}: p50 {:.3f} ms, p90 {:.3f} ms, p99 {:.3f} ms\n", latency.size(),
              batch, seq, percentile(latency, 0.5), percentile(latency, 0.9), percentile(latency, 0.99));
   fmt::print("vs CPU reference: rel_l2 {:.3g}, max_abs {:.3g}, cosine {:.9f}, sqnr {:.1f} dB -> {}\n",

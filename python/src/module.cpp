@@ -1,0 +1,95 @@
+// Entry point of the nanobind extension tensoracle._tensoracle, and the dtype and shape conversions every binding uses.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <map>
+#include <string>
+
+#include "bindings.hpp"
+#include "tensoracle/error.hpp"
+#include "tensoracle/logging.hpp"
+#include "tensoracle/version.hpp"
+
+namespace tensoracle::python {
+
+Network& PyNetwork::get() {
+  if (!network) {
+    throw InvalidArgumentError(
+        "this Network was handed to open_engine by its graph function and can no longer be used; define a new one");
+  }
+  return *network;
+}
+const Network& PyNetwork::get() const { return const_cast<PyNetwork*>(this)->get(); }
+
+DataType parse_dtype(nb::handle value) {
+  std::string text;
+  if (nb::isinstance<nb::str>(value)) {
+    text = nb::cast<std::string>(value);
+  } else {
+    // numpy.float32, numpy.dtype("float16"), ml_dtypes.bfloat16, ...: NumPy names them.
+    nb::object numpy = nb::module_::import_("numpy");
+    text = nb::cast<std::string>(numpy.attr("dtype")(value).attr("name"));
+  }
+  if (auto type = data_type_from_string(text)) return *type;
+  if (auto type = data_type_from_safetensors_name(text)) return *type;
+  static const std::map<std::string, DataType> numpy_names = {{"float64", DataType::kF64},
+                                                              {"float32", DataType::kF32},
+                                                              {"float16", DataType::kF16},
+                                                              {"bfloat16", DataType::kBF16},
+                                                              {"float8_e4m3fn", DataType::kF8E4M3},
+                                                              {"float8_e5m2", DataType::kF8E5M2},
+                                                              {"int64", DataType::kI64},
+                                                              {"int32", DataType::kI32},
+                                                              {"int16", DataType::kI16},
+                                                              {"int8", DataType::kI8},
+                                                              {"uint8", DataType::kU8},
+                                                              {"bool", DataType::kBool}};
+  if (auto it = numpy_names.find(text); it != numpy_names.end()) return it->second;
+  throw InvalidArgumentError("unknown dtype '" + text +
+                             "': use f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i32, i16, i8, u8 or bool (or the "
+                             "NumPy or safetensors name of one)");
+}
+
+Dims to_dims(const std::vector<std::int64_t>& values) { return Dims(values); }
+
+nb::list dims_to_list(const Dims& dims) {
+  nb::list list;
+  for (std::int64_t d : dims) list.append(d);
+  return list;
+}
+
+}  // namespace tensoracle::python
+
+NB_MODULE(_tensoracle, m) {
+  namespace py = tensoracle::python;
+  namespace nb = nanobind;
+  m.doc() = "tensoracle's C++ library as a Python extension (use the `tensoracle` package, which wraps it).";
+  m.attr("__version__") = TENSORACLE_VERSION_STRING;
+  py::bind_errors(m);
+  py::bind_network(m);
+  py::bind_engine(m);
+  py::bind_cache(m);
+
+  m.def(
+      "dtype_name", [](nb::handle dtype) { return std::string(tensoracle::to_string(py::parse_dtype(dtype))); },
+      nb::arg("dtype"), "The short name (\"f32\", \"bf16\", ...) of a dtype given by any accepted spelling.");
+  m.def(
+      "element_size", [](nb::handle dtype) { return tensoracle::element_size(py::parse_dtype(dtype)); },
+      nb::arg("dtype"), "Bytes of one element of a dtype.");
+  m.def(
+      "set_log_level",
+      [](const std::string& level) {
+        static const std::map<std::string, tensoracle::LogSeverity> levels = {
+            {"error", tensoracle::LogSeverity::kError},
+            {"warning", tensoracle::LogSeverity::kWarning},
+            {"info", tensoracle::LogSeverity::kInfo},
+            {"verbose", tensoracle::LogSeverity::kVerbose}};
+        auto it = levels.find(level);
+        if (it == levels.end()) {
+          throw tensoracle::InvalidArgumentError("unknown log level '" + level +
+                                                 "': use error, warning, info or verbose");
+        }
+        tensoracle::set_log_level(it->second);
+      },
+      nb::arg("level"), "Sets the library's log level: \"error\", \"warning\" (default), \"info\" or \"verbose\".");
+}

@@ -1,0 +1,25 @@
+"""The `tensoracle` console script: runs the C++ command bundled inside the package."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def binary_path() -> Path:
+    """Path of the bundled `tensoracle` executable."""
+    return Path(os.path.abspath(__file__)).parent / "bin" / "tensoracle"
+
+
+def main() -> None:
+    """Replace this process with the bundled command, passing the arguments through."""
+    binary = binary_path()
+    if not binary.is_file():
+        sys.stderr.write(f"tensoracle: the bundled command is missing ({binary}); reinstall the package\n")
+        raise SystemExit(127)
+    os.execv(str(binary), [str(binary), *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()
