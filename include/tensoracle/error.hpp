@@ -3,14 +3,23 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tensoracle {
 
+// `text` with every byte that could garble a terminal or a log written as an escape: C0 control
+// characters other than newline and tab, DEL, C1 control characters (U+0080..U+009F) and every
+// byte that is not part of valid UTF-8 become \xNN (one per byte); the rest is kept as it is.
+// Idempotent: the result is printable UTF-8, and escaping it again changes nothing.
+std::string escape_unprintable(std::string_view text);
+
 // Every error the library throws derives from Error. Messages say what failed, where (file,
-// tensor, layer) and, where possible, what to do.
+// tensor, layer) and, where possible, what to do. Messages often quote input files (a header, a
+// tensor name, a parser's "last read" token), so the message is stored escaped
+// (escape_unprintable): what() is always printable UTF-8.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(escape_unprintable(message)) {}
 };
 
 // A caller passed a value the API cannot accept (bad shape, unknown name, out-of-range option).

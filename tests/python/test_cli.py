@@ -153,6 +153,24 @@ def test_info_zero_size_tensor_at_the_end_of_an_empty_data_section(cli, tmp_path
     ]
 
 
+def test_messages_quoting_file_bytes_escape_them(cli, tmp_path):
+    # A header holding the bytes FF FE: the JSON parser's message quotes them, and stderr used to carry them raw
+    # (invalid UTF-8 on the terminal). Control characters from a file (an ESC sequence here) are escaped too.
+    path = tmp_path / "ff-fe.safetensors"
+    header = b'{"a\xff\xfe":{}}    '
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    escape = tmp_path / "esc.safetensors"
+    header = b'{"\\u001b[2Jx":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}}'
+    escape.write_bytes(len(header).to_bytes(8, "little") + header + bytes(4))
+    for file, shown in ((path, "last read: '\"a\\xff'"), (escape, "\\x1b[2Jx")):
+        result = run(cli, "safetensors", "info", file)
+        assert result.returncode == 1, describe(result)
+        stderr = result.stderr.decode("utf-8")  # strict: raises on invalid UTF-8
+        assert all(c in "\n\t" or (ord(c) >= 0x20 and not 0x7F <= ord(c) <= 0x9F) for c in stderr), stderr
+        assert shown in stderr, stderr
+        assert str(file) in stderr
+
+
 @pytest.mark.parametrize("invalid_first", [False, True], ids=["valid-then-invalid", "invalid-then-valid"])
 def test_one_invalid_file_fails_the_whole_call(cli, files, invalid_first):
     args = [files["invalid"], files["valid0"]] if invalid_first else [files["valid0"], files["invalid"]]

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "tensoracle: " << e.what() << "\nRun 'tensoracle --help' for usage.\n";
+    std::cerr << "tensoracle: " << tensoracle::escape_unprintable(e.what()) << "\nRun 'tensoracle --help' for usage.\n";
     return tensoracle::cli::kExitUsage;
   }
   if (!action) {
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     std::cerr << "tensoracle: " << e.what() << "\n";
     return tensoracle::cli::kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << "tensoracle: unexpected error: " << e.what() << "\n";
+    std::cerr << "tensoracle: unexpected error: " << tensoracle::escape_unprintable(e.what()) << "\n";
     return tensoracle::cli::kExitFailure;
   }
 }
