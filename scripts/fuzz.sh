@@ -90,11 +90,10 @@ fuzz_target() {
   if [[ $mode == explore ]]; then
     # Keep what adds coverage beyond the seeds and the committed corpus: merge into a copy of both, then commit the
     # files the merge added (named by their SHA-1) to tests/fuzz/corpus/.
-    local base="$work/merge-base" merged="$work/merged" before after
+    local base="$work/merge-base" merged="$work/merged" after
     mkdir -p "$base" "$merged" "tests/fuzz/corpus/$corpus"
     cp "$work/seeds"/* "tests/fuzz/corpus/$corpus"/* "tests/fuzz/regressions/$corpus"/* "$base"/ 2>/dev/null || true
     cp "$base"/* "$merged"/
-    before=$(ls "$merged" | wc -l)
     "$build_dir/tests/fuzz/$target" -merge=1 -max_len=65536 -timeout=120 "$merged" "$work/new" >"$work/merge.txt" 2>&1
     local added=0 f
     for f in "$merged"/*; do

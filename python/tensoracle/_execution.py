@@ -247,14 +247,18 @@ class EngineExecution:
 
 
 def _empty_like_library(example: Any, shape: Tuple[int, ...], dtype: str) -> Any:
-    """An uninitialized device array of the library `example` comes from (PyTorch or an array-API library)."""
+    """An uninitialized device array of the library `example` comes from (PyTorch, CuPy or an array-API library)."""
     module = sys.modules.get(type(example).__module__.split(".")[0])
     name = _NUMPY_NAMES[dtype]
     if hasattr(example, "new_empty") and module is not None:  # PyTorch
         return example.new_empty(shape, dtype=getattr(module, name))
-    if hasattr(example, "__array_namespace__"):  # CuPy, JAX, other array-API libraries
+    if hasattr(example, "__array_namespace__"):  # JAX and other array-API libraries
         xp = example.__array_namespace__()
         return xp.empty(shape, dtype=getattr(xp, name))
+    if module is not None and callable(getattr(module, "empty", None)) and hasattr(module, name):
+        # CuPy (whose ndarray has no __array_namespace__ in 14.x) and NumPy-like device libraries: module.empty
+        # allocates on the current device, which holds the inputs.
+        return module.empty(shape, dtype=getattr(module, name))
     raise _tensoracle.UnsupportedError(
         f"run() can't allocate outputs like a {type(example).__name__}: allocate them and use set_tensor_address"
     )
