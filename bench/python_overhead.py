@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 if "--child-without-torch" not in sys.argv:
-    import torch  # before tensoracle: see docs/python.md, "Not done yet"
+    import torch
 
 import tensoracle  # noqa: E402
 

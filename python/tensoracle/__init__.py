@@ -7,7 +7,11 @@ saved engine afterwards; ``handle.create_execution()`` runs it on caller buffers
 
 from __future__ import annotations
 
-from . import _tensoracle
+from . import _cuda_libraries
+
+_cuda_libraries.preload()  # before the extension: see _cuda_libraries.preload
+
+from . import _tensoracle  # noqa: E402
 from ._buffers import stream_handle
 from ._cache import (
     EngineDeclaration,

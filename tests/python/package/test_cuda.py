@@ -4,6 +4,8 @@ CUDA graph capture, two threads, and host or wrong buffers refused. Skips where 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -158,3 +160,11 @@ def test_host_and_wrong_buffers_are_refused_naming_the_tensor(handle):
         execution.set_tensor_address("x", torch.zeros((3, small_model.IN), device="cuda"))
     with pytest.raises(tensoracle.InvalidArgumentError, match="'x'"):
         execution.set_tensor_address("x", torch.zeros((small_model.IN, 2), device="cuda").t())
+
+
+@pytest.mark.parametrize("order", ["import tensoracle, torch", "import torch, tensoracle"])
+def test_tensoracle_and_torch_in_one_process_in_either_order(order):
+    # Each once aborted the process when tensoracle came first (two copies of cuDNN).
+    code = f"{order}; torch.ones(4, device='cuda').sum().item(); print(tensoracle._cuda_libraries.preload())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

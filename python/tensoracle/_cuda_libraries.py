@@ -1,0 +1,54 @@
+"""Loads cuBLASLt, cuDNN and NVRTC from NVIDIA's PyPI wheels, when installed, before the extension loads the library."""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+
+# (library file pattern, wheel packages that may hold it): what libtensoracle.so links (cuBLASLt, cuDNN) and opens at
+# run time (NVRTC). CUDA 13's wheels put their libraries in nvidia/cu13/lib; older ones in nvidia/<name>/lib.
+_WHEEL_LIBRARIES = (
+    ("libcublasLt.so.[0-9]*", ("nvidia.cu13", "nvidia.cublas")),
+    ("libcudnn.so.[0-9]*", ("nvidia.cudnn", "nvidia.cu13")),
+    ("libnvrtc.so.[0-9]*", ("nvidia.cu13", "nvidia.cuda_nvrtc")),
+)
+
+
+def preload() -> list:
+    """Loads each wheel library found, globally, and returns their paths.
+
+    One process must hold one copy of each: the dynamic loader gives a library already loaded to whoever asks for
+    its soname next. Loaded first from the system (the extension's own dependencies), cuDNN then served PyTorch,
+    whose wheels bring their own and newer parts of it, and the process aborted. Loaded from the wheels first, the
+    extension and PyTorch share them, as PyTorch's own wheels arrange. Where no wheel is installed this does
+    nothing, and the system's libraries are used.
+    """
+    loaded = []
+    for pattern, packages in _WHEEL_LIBRARIES:
+        path = _find(pattern, packages)
+        if path is None:
+            continue
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            loaded.append(path)
+        except OSError:
+            pass  # unusable here: the system's copy is used instead
+    return loaded
+
+
+def _find(pattern: str, packages: tuple) -> "str | None":
+    """The first file matching `pattern` in the lib/ folder of the first of `packages` that has one."""
+    for package in packages:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for root in spec.submodule_search_locations:
+            candidates = sorted(glob.glob(os.path.join(root, "lib", pattern)))
+            if candidates:
+                return candidates[0]
+    return None
