@@ -13,6 +13,7 @@ import pytest
 
 import small_model
 import tensoracle
+from protocol_wrappers import CudaArrayInterfaceOnly, DLPackOnly
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -36,27 +37,6 @@ def check(weights_file, x: np.ndarray, probs: np.ndarray) -> None:
     assert np.abs(probs - want).max() < 1e-5
 
 
-class CaiOnly:
-    """Only __cuda_array_interface__ (what Numba and cuda-python arrays expose)."""
-
-    def __init__(self, tensor):
-        self._tensor = tensor
-        self.__cuda_array_interface__ = tensor.__cuda_array_interface__
-
-
-class DLPackOnly:
-    """Only the DLPack protocol."""
-
-    def __init__(self, tensor):
-        self._tensor = tensor
-
-    def __dlpack__(self, **kwargs):
-        return self._tensor.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._tensor.__dlpack_device__()
-
-
 def test_run_takes_and_returns_torch_tensors(handle, weights_file):
     assert handle.engine.target.startswith("cuda")
     x = inputs(5)
@@ -67,7 +47,7 @@ def test_run_takes_and_returns_torch_tensors(handle, weights_file):
     check(weights_file, x, out["probs"].cpu().numpy())
 
 
-@pytest.mark.parametrize("wrap", [lambda t: t, CaiOnly, DLPackOnly], ids=["torch", "cuda_array_interface", "dlpack"])
+@pytest.mark.parametrize("wrap", [lambda t: t, CudaArrayInterfaceOnly, DLPackOnly], ids=["torch", "cuda_array_interface", "dlpack"])
 def test_buffers_by_protocol_on_a_caller_stream(handle, weights_file, wrap):
     x = inputs(7, seed=1)
     dx = torch.from_numpy(x).cuda()

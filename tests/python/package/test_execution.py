@@ -9,32 +9,12 @@ import pytest
 
 import small_model
 import tensoracle
+from protocol_wrappers import ArrayInterfaceOnly, DLPackOnly
 
 
 @pytest.fixture
 def handle(weights_file, cache_dir):
     return tensoracle.open_engine(small_model.declaration(), [weights_file], small_model.graph, cache_dir=cache_dir)
-
-
-class ArrayInterfaceOnly:
-    """Exposes only __array_interface__ (as a foreign host library would)."""
-
-    def __init__(self, array):
-        self._array = array
-        self.__array_interface__ = array.__array_interface__
-
-
-class DLPackOnly:
-    """Exposes only the DLPack protocol, forwarding to NumPy's producer."""
-
-    def __init__(self, array):
-        self._array = array
-
-    def __dlpack__(self, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
 
 
 class FakeCudaArray:
