@@ -40,6 +40,11 @@ struct PyExecutionContext {
 // A dtype from a short name ("f32"), a safetensors name ("F32"), a NumPy name ("float32"), or any object NumPy's
 // dtype() accepts. Throws InvalidArgumentError listing what is accepted.
 DataType parse_dtype(nb::handle value);
+// NumPy's name of a dtype ("float32"; ml_dtypes' names for bf16 and f8).
+std::string numpy_name(DataType type);
+// The dtype of a DLPack (code, bits, lanes) triple, as DLPack capsules and nanobind arrays give it; none for
+// vectors and types tensoracle lacks.
+std::optional<DataType> dlpack_data_type(std::uint8_t code, std::uint8_t bits, std::uint16_t lanes);
 Dims to_dims(const std::vector<std::int64_t>& values);
 nb::list dims_to_list(const Dims& dims);
 

@@ -289,9 +289,8 @@ void bind_engine(nb::module_& m) {
         d["data"] = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
         d["device_type"] = t.device.device_type;
         d["device_id"] = t.device.device_id;
-        d["code"] = t.dtype.code;
-        d["bits"] = t.dtype.bits;
-        d["lanes"] = t.dtype.lanes;
+        const std::optional<DataType> dtype = dlpack_data_type(t.dtype.code, t.dtype.bits, t.dtype.lanes);
+        d["dtype"] = dtype ? nb::cast(std::string(to_string(*dtype))) : nb::none();
         nb::list shape;
         for (std::int32_t i = 0; i < t.ndim; ++i) shape.append(t.shape[i]);
         d["shape"] = shape;
@@ -305,8 +304,9 @@ void bind_engine(nb::module_& m) {
         return d;
       },
       nb::arg("capsule"),
-      "Reads a DLPack capsule without consuming it: {data, device_type, device_id, code, bits, lanes, shape, "
-      "strides (elements, or None for C order)}. The producer keeps ownership; keep the capsule alive while the "
+      "Reads a DLPack capsule without consuming it: {data, device_type, device_id, dtype (short name, or None "
+      "for a type tensoracle lacks), shape, strides (elements, or None for C order)}. The producer keeps ownership; "
+      "keep the capsule alive while the "
       "memory is used.");
 }
 

@@ -1,9 +1,12 @@
 // Entry point of the nanobind extension tensoracle._tensoracle, and the dtype and shape conversions every binding uses.
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "bindings.hpp"
 #include "tensoracle/error.hpp"
@@ -21,6 +24,60 @@ Network& PyNetwork::get() {
 }
 const Network& PyNetwork::get() const { return const_cast<PyNetwork*>(this)->get(); }
 
+namespace {
+
+// NumPy's dtype names (bf16 and f8 as ml_dtypes names them): the one table for both directions.
+constexpr std::pair<const char*, DataType> kNumpyNames[] = {{"float64", DataType::kF64},
+                                                            {"float32", DataType::kF32},
+                                                            {"float16", DataType::kF16},
+                                                            {"bfloat16", DataType::kBF16},
+                                                            {"float8_e4m3fn", DataType::kF8E4M3},
+                                                            {"float8_e5m2", DataType::kF8E5M2},
+                                                            {"int64", DataType::kI64},
+                                                            {"int32", DataType::kI32},
+                                                            {"int16", DataType::kI16},
+                                                            {"int8", DataType::kI8},
+                                                            {"uint8", DataType::kU8},
+                                                            {"bool", DataType::kBool}};
+
+}  // namespace
+
+std::string numpy_name(DataType type) {
+  for (const auto& [name, t] : kNumpyNames) {
+    if (t == type) return name;
+  }
+  throw UnsupportedError(std::string("no NumPy name for dtype ") + std::string(to_string(type)));
+}
+
+std::optional<DataType> dlpack_data_type(std::uint8_t code, std::uint8_t bits, std::uint16_t lanes) {
+  using Code = nb::dlpack::dtype_code;
+  if (lanes != 1) return std::nullopt;
+  switch (static_cast<Code>(code)) {
+    case Code::Float:
+      if (bits == 64) return DataType::kF64;
+      if (bits == 32) return DataType::kF32;
+      if (bits == 16) return DataType::kF16;
+      break;
+    case Code::Bfloat:
+      if (bits == 16) return DataType::kBF16;
+      break;
+    case Code::Int:
+      if (bits == 64) return DataType::kI64;
+      if (bits == 32) return DataType::kI32;
+      if (bits == 16) return DataType::kI16;
+      if (bits == 8) return DataType::kI8;
+      break;
+    case Code::UInt:
+      if (bits == 8) return DataType::kU8;
+      break;
+    case Code::Bool:
+      if (bits == 8) return DataType::kBool;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
 DataType parse_dtype(nb::handle value) {
   std::string text;
   if (nb::isinstance<nb::str>(value)) {
@@ -32,19 +89,9 @@ DataType parse_dtype(nb::handle value) {
   }
   if (auto type = data_type_from_string(text)) return *type;
   if (auto type = data_type_from_safetensors_name(text)) return *type;
-  static const std::map<std::string, DataType> numpy_names = {{"float64", DataType::kF64},
-                                                              {"float32", DataType::kF32},
-                                                              {"float16", DataType::kF16},
-                                                              {"bfloat16", DataType::kBF16},
-                                                              {"float8_e4m3fn", DataType::kF8E4M3},
-                                                              {"float8_e5m2", DataType::kF8E5M2},
-                                                              {"int64", DataType::kI64},
-                                                              {"int32", DataType::kI32},
-                                                              {"int16", DataType::kI16},
-                                                              {"int8", DataType::kI8},
-                                                              {"uint8", DataType::kU8},
-                                                              {"bool", DataType::kBool}};
-  if (auto it = numpy_names.find(text); it != numpy_names.end()) return it->second;
+  for (const auto& [name, type] : kNumpyNames) {
+    if (text == name) return type;
+  }
   throw InvalidArgumentError("unknown dtype '" + text +
                              "': use f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i32, i16, i8, u8 or bool (or the "
                              "NumPy or safetensors name of one)");
@@ -73,6 +120,9 @@ NB_MODULE(_tensoracle, m) {
   m.def(
       "dtype_name", [](nb::handle dtype) { return std::string(tensoracle::to_string(py::parse_dtype(dtype))); },
       nb::arg("dtype"), "The short name (\"f32\", \"bf16\", ...) of a dtype given by any accepted spelling.");
+  m.def(
+      "numpy_name", [](nb::handle dtype) { return py::numpy_name(py::parse_dtype(dtype)); }, nb::arg("dtype"),
+      "NumPy's name of a dtype (\"float32\"; ml_dtypes' names for bf16 and f8).");
   m.def(
       "element_size", [](nb::handle dtype) { return tensoracle::element_size(py::parse_dtype(dtype)); },
       nb::arg("dtype"), "Bytes of one element of a dtype.");

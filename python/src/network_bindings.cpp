@@ -40,35 +40,6 @@ std::vector<std::filesystem::path> to_paths(nb::handle files) {
   return paths;
 }
 
-std::optional<DataType> dtype_of(const nb::dlpack::dtype& dt) {
-  using Code = nb::dlpack::dtype_code;
-  if (dt.lanes != 1) return std::nullopt;
-  switch (static_cast<Code>(dt.code)) {
-    case Code::Float:
-      if (dt.bits == 64) return DataType::kF64;
-      if (dt.bits == 32) return DataType::kF32;
-      if (dt.bits == 16) return DataType::kF16;
-      break;
-    case Code::Bfloat:
-      if (dt.bits == 16) return DataType::kBF16;
-      break;
-    case Code::Int:
-      if (dt.bits == 64) return DataType::kI64;
-      if (dt.bits == 32) return DataType::kI32;
-      if (dt.bits == 16) return DataType::kI16;
-      if (dt.bits == 8) return DataType::kI8;
-      break;
-    case Code::UInt:
-      if (dt.bits == 8) return DataType::kU8;
-      break;
-    case Code::Bool:
-      if (dt.bits == 8) return DataType::kBool;
-      break;
-    default: break;
-  }
-  return std::nullopt;
-}
-
 std::string free_constant_name(const Network& net) {
   for (int i = 0;; ++i) {
     std::string name = "constant_" + std::to_string(i);
@@ -80,7 +51,7 @@ using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 // Copies a host array into the network as a constant (the network owns the copy).
 Tensor add_array_constant(Network& net, const HostArray& array, const std::string& requested_name) {
-  const std::optional<DataType> dtype = dtype_of(array.dtype());
+  const std::optional<DataType> dtype = dlpack_data_type(array.dtype().code, array.dtype().bits, array.dtype().lanes);
   if (!dtype) {
     throw InvalidArgumentError(
         "a NumPy constant must have one of the dtypes float64, float32, float16, int64, int32, "

@@ -19,19 +19,6 @@ _TYPESTR = {
     "u1": "u8",
     "b1": "bool",
 }
-# DLPack (type code, bits) -> short dtype name.
-_DLPACK_DTYPES = {
-    (0, 64): "i64",
-    (0, 32): "i32",
-    (0, 16): "i16",
-    (0, 8): "i8",
-    (1, 8): "u8",
-    (2, 64): "f64",
-    (2, 32): "f32",
-    (2, 16): "f16",
-    (4, 16): "bf16",
-    (6, 8): "bool",
-}
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 
 
@@ -112,7 +99,7 @@ def _from_dlpack(obj: Any) -> Buffer:
         device = "cuda"
     else:
         device = f"dlpack device type {device_type}"
-    dtype = _DLPACK_DTYPES.get((info["code"], info["bits"])) if info["lanes"] == 1 else None
+    dtype = info["dtype"]
     shape = tuple(int(d) for d in info["shape"])
     strides = info["strides"]
     contiguous = strides is None or _c_contiguous(shape, [s for s in strides], 1)

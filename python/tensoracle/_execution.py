@@ -11,28 +11,11 @@ from ._buffers import Buffer, describe, stream_handle
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-# Short dtype name -> NumPy dtype name (bf16 and f8 need ml_dtypes).
-_NUMPY_NAMES = {
-    "f64": "float64",
-    "f32": "float32",
-    "f16": "float16",
-    "bf16": "bfloat16",
-    "f8e4m3": "float8_e4m3fn",
-    "f8e5m2": "float8_e5m2",
-    "i64": "int64",
-    "i32": "int32",
-    "i16": "int16",
-    "i8": "int8",
-    "u8": "uint8",
-    "bool": "bool",
-}
-
-
 def numpy_dtype(dtype: str) -> Any:
     """The NumPy dtype of a short dtype name (bf16 and f8 through ml_dtypes, which must be installed)."""
     import numpy as np
 
-    name = _NUMPY_NAMES[_tensoracle.dtype_name(dtype)]
+    name = _tensoracle.numpy_name(dtype)
     if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         import ml_dtypes
 
@@ -249,7 +232,7 @@ class EngineExecution:
 def _empty_like_library(example: Any, shape: Tuple[int, ...], dtype: str) -> Any:
     """An uninitialized device array of the library `example` comes from (PyTorch, CuPy or an array-API library)."""
     module = sys.modules.get(type(example).__module__.split(".")[0])
-    name = _NUMPY_NAMES[dtype]
+    name = _tensoracle.numpy_name(dtype)
     if hasattr(example, "new_empty") and module is not None:  # PyTorch
         return example.new_empty(shape, dtype=getattr(module, name))
     if hasattr(example, "__array_namespace__"):  # JAX and other array-API libraries

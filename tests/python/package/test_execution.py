@@ -24,14 +24,8 @@ class FakeCudaArray:
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (0x1000, False), "version": 3}
 
 
-class FakeCudaDLPack:
+class FakeCudaDLPack(DLPackOnly):
     """A DLPack producer that says it lives on CUDA device 0."""
-
-    def __init__(self, array):
-        self._array = array
-
-    def __dlpack__(self, **kwargs):
-        return self._array.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return (2, 0)
