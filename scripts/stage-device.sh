@@ -11,9 +11,10 @@ cp -r "$build/include" "$stage/include"  # the generated version.hpp, for script
 cp "$build/tools/cli/tensoracle" "$stage/tools/cli/"
 for t in tensoracle_unit_tests tensoracle_cuda_tests safetensors_rewrite cache_open_child; do cp "$build/tests/$t" "$stage/tests/"; done
 cp "$build/examples/transformer_encoder" "$stage/examples/"
+mkdir -p "$stage/bench" && cp "$build/bench/engine_host_memory" "$stage/bench/"
 # The library is one unversioned file when the build has the Python package on, else a versioned file and its links.
 find "$stage/src" -type f -name 'libtensoracle.so*' -exec strip --strip-debug {} +
-strip --strip-debug "$stage/tools/cli/tensoracle" "$stage"/tests/* "$stage"/examples/*
+strip --strip-debug "$stage/tools/cli/tensoracle" "$stage"/tests/* "$stage"/examples/* "$stage"/bench/*
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$stage/lib/"
 done

@@ -18,8 +18,10 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace tensoracle {
 
-namespace runtime {
+namespace backends {
 struct EngineState;
+}  // namespace backends
+namespace runtime {
 struct ContextState;
 }  // namespace runtime
 
@@ -70,11 +72,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // threads (one thread per context at a time).
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 
-  explicit Engine(std::unique_ptr<runtime::EngineState> state);
-  const runtime::EngineState& state() const noexcept { return *state_; }
-
  private:
-  std::unique_ptr<runtime::EngineState> state_;
+  friend class ExecutionContext;
+  explicit Engine(std::unique_ptr<backends::EngineState> state);
+  const backends::EngineState& state() const noexcept { return *state_; }
+
+  std::unique_ptr<backends::EngineState> state_;
 };
 
 // Runs an engine: set shapes → query outputs → bind addresses → enqueue. Used by one thread at a
@@ -125,9 +128,10 @@ class ExecutionContext {
   // Enqueues with an event around each step, synchronizes, and returns the per-step times.
   std::vector<StepTiming> enqueue_profiled(CUstream_st* stream = nullptr);
 
+ private:
+  friend class Engine;  // contexts are made by Engine::create_execution_context
   explicit ExecutionContext(std::shared_ptr<const Engine> engine);
 
- private:
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<runtime::ContextState> state_;
 };

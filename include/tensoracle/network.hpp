@@ -21,7 +21,8 @@ namespace tensoracle {
 
 namespace graph {
 struct Graph;
-}
+struct NetworkAccess;
+}  // namespace graph
 
 // A network that is invalid: the message names the layer and the tensor and says what is wrong.
 class GraphError : public Error {
@@ -217,10 +218,8 @@ class Network {
   // Opens the weight files the JSON names (relative paths are relative to the JSON file's folder).
   static Network from_json_file(const std::filesystem::path& path);
 
-  // Internal representation, for the builder and executors.
-  const graph::Graph& graph() const noexcept { return *graph_; }
-
  private:
+  friend struct graph::NetworkAccess;  // the library's own access to the graph (src/graph/graph.hpp)
   std::unique_ptr<graph::Graph> graph_;
 };
 

@@ -69,15 +69,14 @@ class TargetTimer {
  private:
   Target target_;
   CUstream_st* stream_;
-  void* start_event_ = nullptr;
-  void* stop_event_ = nullptr;
-  double start_ns_ = 0, stop_ns_ = 0;
+  void* start_ = nullptr;  // the target's time marks (CUDA events; host clock readings on the CPU)
+  void* stop_ = nullptr;
 };
 
 // The work one call enqueues on a stream, captured once as a CUDA graph and launched as a whole (CUDA targets), which
 // removes the host's per-kernel launch cost (what trtexec's --useCudaGraph measures). The captured work must be
-// capturable (ExecutionContext::enqueue is, after one plain enqueue on the thread). On the CPU launch() calls the
-// function again.
+// capturable (ExecutionContext::enqueue is, from the first enqueue after set_input_shapes). On the CPU launch() calls
+// the function again.
 class TargetGraph {
  public:
   TargetGraph(Target target, CUstream_st* stream, std::function<void()> enqueue);

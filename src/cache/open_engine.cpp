@@ -14,10 +14,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/target.hpp"
 #include "cache/engine_file.hpp"
 #include "cache/python_json.hpp"
 #include "core/posix_file.hpp"
-#include "runtime/plan_format.hpp"
+#include "plan/plan_format.hpp"
 #include "tensoracle/cache.hpp"
 #include "tensoracle/logging.hpp"
 #include "tensoracle/sha256.hpp"
@@ -31,57 +32,6 @@ namespace {
 constexpr int kConditionsVersion = 1;
 constexpr std::size_t kMaxNameBytes = 64;
 
-// The instruction-set extensions the library (and so the CPU engine's kernels) was compiled to use.
-std::vector<std::string> compiled_isa_features() {
-  std::vector<std::string> features;
-#ifdef __SSE2__
-  features.emplace_back("sse2");
-#endif
-#ifdef __SSE3__
-  features.emplace_back("sse3");
-#endif
-#ifdef __SSSE3__
-  features.emplace_back("ssse3");
-#endif
-#ifdef __SSE4_1__
-  features.emplace_back("sse4.1");
-#endif
-#ifdef __SSE4_2__
-  features.emplace_back("sse4.2");
-#endif
-#ifdef __AVX__
-  features.emplace_back("avx");
-#endif
-#ifdef __AVX2__
-  features.emplace_back("avx2");
-#endif
-#ifdef __FMA__
-  features.emplace_back("fma");
-#endif
-#ifdef __F16C__
-  features.emplace_back("f16c");
-#endif
-#ifdef __AVX512F__
-  features.emplace_back("avx512f");
-#endif
-#ifdef __AVX512BW__
-  features.emplace_back("avx512bw");
-#endif
-#ifdef __AVX512VL__
-  features.emplace_back("avx512vl");
-#endif
-#ifdef __ARM_NEON
-  features.emplace_back("neon");
-#endif
-#ifdef __ARM_FEATURE_FMA
-  features.emplace_back("arm-fma");
-#endif
-#ifdef __ARM_FEATURE_SVE
-  features.emplace_back("sve");
-#endif
-  return features;
-}
-
 struct Uname {
   std::string system;
   std::string machine;
@@ -91,39 +41,6 @@ Uname uname_info() {
   utsname u{};
   if (::uname(&u) != 0) return {"unknown", "unknown"};
   return {u.sysname, u.machine};
-}
-
-nlohmann::json target_conditions(const Target& target, const Uname& host) {
-  if (target.kind == TargetKind::kCpu) {
-    return nlohmann::json{{"kind", "cpu"}, {"architecture", host.machine}, {"isa", compiled_isa_features()}};
-  }
-  // The properties the GPU engine's compatibility depends on; not the index, UUID or PCI bus, so
-  // identical GPUs share engines.
-  const SystemInfo info = system_info();
-  for (const CudaDeviceInfo& d : info.cuda_devices) {
-    if (d.index != target.device) continue;
-    return nlohmann::json{
-        {"kind", "cuda"},
-        {"name", d.name},
-        {"compute_capability", fmt::format("{}.{}", d.compute_capability_major, d.compute_capability_minor)},
-        {"memory_bus_width_bits", d.memory_bus_width_bits},
-        {"l2_cache_bytes", d.l2_cache_bytes},
-        {"shared_memory_per_block_bytes", d.shared_memory_per_block_bytes},
-        {"shared_memory_per_block_optin_bytes", d.shared_memory_per_block_optin_bytes},
-        {"shared_memory_per_multiprocessor_bytes", d.shared_memory_per_multiprocessor_bytes},
-        {"texture_alignment_bytes", d.texture_alignment_bytes},
-        {"multiprocessor_count", d.multiprocessor_count},
-        {"integrated", d.integrated},
-        {"ecc_enabled", d.ecc_enabled},
-        {"total_memory_bytes", d.total_memory_bytes},
-        {"cuda_runtime_version", info.cuda_runtime_version},
-        {"cublaslt_version", info.cublaslt_version},
-        {"cudnn_version", info.cudnn_version},
-    };
-  }
-  throw CudaError(fmt::format("cannot read the properties of CUDA device {} for the engine's conditions: {}",
-                              target.device,
-                              info.cuda_unavailable_reason.empty() ? "no such device" : info.cuda_unavailable_reason));
 }
 
 nlohmann::json tensor_specs_json(const std::vector<TensorSpec>& specs) {
@@ -336,11 +253,12 @@ std::string engine_conditions_json(const EngineDeclaration& declaration,
   for (const auto& library : declaration.plugin_libraries)
     plugins.push_back(weight_file_sha256(library, cache_directory, rehash_weights));
   conditions["plugins"] = std::move(plugins);
-  conditions["target"] = target_conditions(declaration.builder.target, host);
+  conditions["target"] =
+      backends::backend_for(declaration.builder.target.kind).cache_conditions(declaration.builder.target);
   conditions["os"] = host.system;
   conditions["cpu_architecture"] = host.machine;
   conditions["library_version"] = TENSORACLE_VERSION_STRING;
-  conditions["engine_format_version"] = runtime::kPlanFormatVersion;
+  conditions["engine_format_version"] = plan::kPlanFormatVersion;
   return cache_json::dumps_canonical(conditions);
 }
 

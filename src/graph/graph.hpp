@@ -59,4 +59,13 @@ struct Graph {
   Dims static_dims(std::int32_t id) const;
 };
 
+// The library's access to the graph a Network keeps private (the builder, the executors, the engine reader).
+struct NetworkAccess {
+  static const Graph& graph(const Network& network) noexcept { return *network.graph_; }
+  static Graph& mutable_graph(Network& network) noexcept { return *network.graph_; }
+};
+
+// The graph of a network.
+inline const Graph& graph_of(const Network& network) noexcept { return NetworkAccess::graph(network); }
+
 }  // namespace tensoracle::graph

@@ -1,8 +1,8 @@
 // ExecutionContext: shape setting and validation against the profile, output shape queries, bindings and enqueue.
 #include <fmt/format.h>
 
+#include "backends/target.hpp"
 #include "graph/shape_eval.hpp"
-#include "runtime/engine_state.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle {
@@ -15,7 +15,7 @@ struct ContextState {
   bool ready = false;
   bool failed = false;           // the last set_input_shapes failed
   std::vector<void*> addresses;  // per io tensor (EngineState::io_ids order)
-  std::unique_ptr<TargetContext> target;
+  std::unique_ptr<backends::TargetContext> target;
 };
 
 }  // namespace runtime
@@ -28,7 +28,7 @@ bool is_fixed(const EngineTensor& t) { return t.profile.min == t.profile.max; }
 
 ExecutionContext::ExecutionContext(std::shared_ptr<const Engine> engine)
     : engine_(std::move(engine)), state_(std::make_unique<runtime::ContextState>()) {
-  const runtime::EngineState& e = engine_->state();
+  const backends::EngineState& e = engine_->state();
   state_->target = e.target_engine->create_context();
   state_->addresses.assign(e.io_ids.size(), nullptr);
   state_->input_shapes.resize(e.inputs.size());
@@ -48,7 +48,7 @@ ExecutionContext::ExecutionContext(std::shared_ptr<const Engine> engine)
 ExecutionContext::~ExecutionContext() = default;
 
 void ExecutionContext::set_input_shapes(const std::map<std::string, Dims>& shapes) {
-  const runtime::EngineState& e = engine_->state();
+  const backends::EngineState& e = engine_->state();
   state_->ready = false;
   state_->failed = true;  // until this call completes
   for (const auto& [name, dims] : shapes) {
@@ -87,7 +87,7 @@ void ExecutionContext::set_input_shapes(const std::map<std::string, Dims>& shape
         fmt::format("set_input_shapes: these input shapes don't fit the network: {}", err.what()));
   }
   for (std::size_t id = 0; id < all.size(); ++id) {
-    if (e.storage[id] != runtime::Storage::kArena) continue;
+    if (e.storage[id] != backends::Storage::kArena) continue;
     const std::uint64_t need = static_cast<std::uint64_t>(all[id].volume()) * element_size(e.graph().tensors[id].dtype);
     if (need > e.arena_bytes[id]) {
       throw InvalidArgumentError(fmt::format(
@@ -107,7 +107,7 @@ bool ExecutionContext::shapes_ready() const noexcept { return state_->ready; }
 
 namespace {
 
-std::int32_t io_id(const runtime::EngineState& e, const std::string& name, std::size_t* index) {
+std::int32_t io_id(const backends::EngineState& e, const std::string& name, std::size_t* index) {
   for (std::size_t i = 0; i < e.io_ids.size(); ++i) {
     if (e.graph().tensor(e.io_ids[i]).name == name) {
       if (index) *index = i;
@@ -148,7 +148,7 @@ void* ExecutionContext::tensor_address(const std::string& name) const {
 
 namespace {
 
-void check_ready(const runtime::EngineState& e, const runtime::ContextState& s) {
+void check_ready(const backends::EngineState& e, const runtime::ContextState& s) {
   if (!s.ready) {
     throw InvalidArgumentError(
         s.failed ? "enqueue: the last set_input_shapes failed; set all ranged input shapes again before enqueue"

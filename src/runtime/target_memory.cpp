@@ -1,46 +1,28 @@
-// TargetBuffer, TargetStream and TargetTimer: host memory and the steady clock for the CPU, the CUDA backend otherwise.
+// TargetBuffer, TargetStream, TargetTimer and TargetGraph: each call goes to its target's backend (TargetMemory).
 #include "tensoracle/target_memory.hpp"
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <cstring>
 #include <new>
 
-#include "backends/cuda/cuda_memory.hpp"
+#include "backends/target.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle {
 
 namespace {
 
-bool is_cpu(const Target& t) { return t.kind == TargetKind::kCpu; }
-
-double now_ns() {
-  return static_cast<double>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
+const backends::TargetMemory& memory_of(const Target& target) { return backends::backend_for(target.kind).memory(); }
 
 }  // namespace
 
 TargetBuffer::TargetBuffer(Target target, std::size_t bytes) : target_(target), size_(bytes) {
   if (bytes == 0) return;
-  if (is_cpu(target_)) {
-    data_ = ::operator new (bytes, std::align_val_t{256}, std::nothrow);
-    if (data_ == nullptr) throw Error(fmt::format("can't allocate {} bytes of host memory", bytes));
-  } else {
-    data_ = cuda::device_malloc(target_.device, bytes);
-  }
+  data_ = memory_of(target_).allocate(target_.device, bytes);
 }
 
 TargetBuffer::~TargetBuffer() {
-  if (data_ == nullptr) return;
-  if (is_cpu(target_)) {
-    ::operator delete (data_, std::align_val_t{256});
-  } else {
-    cuda::device_free(target_.device, data_);
-  }
+  if (data_ != nullptr) memory_of(target_).release(target_.device, data_);
 }
 
 TargetBuffer::TargetBuffer(TargetBuffer&& other) noexcept
@@ -60,89 +42,67 @@ TargetBuffer& TargetBuffer::operator=(TargetBuffer&& other) noexcept {
 void TargetBuffer::copy_from_host(const void* source, std::size_t bytes) {
   if (bytes > size_) throw InvalidArgumentError(fmt::format("copy of {} bytes into a {}-byte buffer", bytes, size_));
   if (bytes == 0) return;
-  if (is_cpu(target_)) {
-    std::memcpy(data_, source, bytes);
-  } else {
-    cuda::copy_to_device(target_.device, data_, source, bytes);
-  }
+  memory_of(target_).copy_from_host(target_.device, data_, source, bytes);
 }
 
 void TargetBuffer::copy_to_host(void* destination, std::size_t bytes) const {
   if (bytes > size_) throw InvalidArgumentError(fmt::format("copy of {} bytes out of a {}-byte buffer", bytes, size_));
   if (bytes == 0) return;
-  if (is_cpu(target_)) {
-    std::memcpy(destination, data_, bytes);
-  } else {
-    cuda::copy_to_host(target_.device, destination, data_, bytes);
-  }
+  memory_of(target_).copy_to_host(target_.device, destination, data_, bytes);
 }
 
 void TargetBuffer::fill(unsigned char value) {
   if (size_ == 0) return;
-  if (is_cpu(target_)) {
-    std::memset(data_, value, size_);
-  } else {
-    cuda::device_memset(target_.device, data_, value, size_);
-  }
+  memory_of(target_).fill(target_.device, data_, value, size_);
 }
 
 TargetStream::TargetStream(Target target) : target_(target) {
-  if (!is_cpu(target_)) stream_ = cuda::stream_create(target_.device);
+  stream_ = memory_of(target_).create_stream(target_.device);
 }
 
 TargetStream::~TargetStream() {
-  if (stream_ != nullptr) cuda::stream_destroy(target_.device, stream_);
+  if (stream_ != nullptr) memory_of(target_).destroy_stream(target_.device, stream_);
 }
 
 void TargetStream::synchronize() const {
-  if (stream_ != nullptr) cuda::stream_synchronize(target_.device, stream_);
+  if (stream_ != nullptr) memory_of(target_).synchronize(target_.device, stream_);
 }
 
 TargetTimer::TargetTimer(Target target, CUstream_st* stream) : target_(target), stream_(stream) {
-  if (!is_cpu(target_)) {
-    start_event_ = cuda::event_create(target_.device);
-    stop_event_ = cuda::event_create(target_.device);
+  const backends::TargetMemory& memory = memory_of(target_);
+  start_ = memory.create_mark(target_.device);
+  try {
+    stop_ = memory.create_mark(target_.device);
+  } catch (...) {
+    memory.destroy_mark(target_.device, start_);
+    throw;
   }
 }
 
 TargetTimer::~TargetTimer() {
-  if (start_event_ != nullptr) cuda::event_destroy(target_.device, start_event_);
-  if (stop_event_ != nullptr) cuda::event_destroy(target_.device, stop_event_);
+  const backends::TargetMemory& memory = memory_of(target_);
+  memory.destroy_mark(target_.device, start_);
+  memory.destroy_mark(target_.device, stop_);
 }
 
-void TargetTimer::start() {
-  if (is_cpu(target_)) {
-    start_ns_ = now_ns();
-  } else {
-    cuda::event_record(target_.device, start_event_, stream_);
-  }
-}
+void TargetTimer::start() { memory_of(target_).record_mark(target_.device, start_, stream_); }
 
-void TargetTimer::stop() {
-  if (is_cpu(target_)) {
-    stop_ns_ = now_ns();
-  } else {
-    cuda::event_record(target_.device, stop_event_, stream_);
-  }
-}
+void TargetTimer::stop() { memory_of(target_).record_mark(target_.device, stop_, stream_); }
 
-double TargetTimer::elapsed_ms() const {
-  if (is_cpu(target_)) return (stop_ns_ - start_ns_) / 1e6;
-  return cuda::event_elapsed_ms(target_.device, start_event_, stop_event_);
-}
+double TargetTimer::elapsed_ms() const { return memory_of(target_).elapsed_ms(target_.device, start_, stop_); }
 
 TargetGraph::TargetGraph(Target target, CUstream_st* stream, std::function<void()> enqueue)
     : target_(target), stream_(stream), enqueue_(std::move(enqueue)) {
-  if (!is_cpu(target_)) graph_ = cuda::graph_capture(target_.device, stream_, enqueue_);
+  graph_ = memory_of(target_).capture(target_.device, stream_, enqueue_);
 }
 
 TargetGraph::~TargetGraph() {
-  if (graph_ != nullptr) cuda::graph_destroy(target_.device, graph_);
+  if (graph_ != nullptr) memory_of(target_).destroy_capture(target_.device, graph_);
 }
 
 void TargetGraph::launch() {
-  if (is_cpu(target_)) return enqueue_();
-  cuda::graph_launch(target_.device, graph_, stream_);
+  if (graph_ == nullptr) return enqueue_();
+  memory_of(target_).replay(target_.device, graph_, stream_);
 }
 
 }  // namespace tensoracle

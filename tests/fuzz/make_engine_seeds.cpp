@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/plan_format.hpp"
+#include "plan/plan_format.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/network.hpp"
 
@@ -17,11 +17,11 @@ namespace {
 // Writes an engine with its one run-dependent field, build_seconds, set to 0: the same commit writes the same seeds,
 // so that CI's seeded fuzz runs (scripts/fuzz.sh) give the same result every time.
 void write(const std::string& path, const std::vector<std::byte>& built) {
-  const tensoracle::runtime::ParsedPlan plan = tensoracle::runtime::parse_plan(built, path);
+  const tensoracle::plan::ParsedPlan plan = tensoracle::plan::parse_plan(built, path);
   nlohmann::json manifest = plan.manifest;
   manifest.erase("sections");
   manifest["build_seconds"] = 0.0;
-  const std::vector<std::byte> bytes = tensoracle::runtime::write_plan(manifest, plan.sections);
+  const std::vector<std::byte> bytes = tensoracle::plan::write_plan(manifest, plan.sections);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0) {
     std::perror(path.c_str());
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     write(dir + "/fused_cpu.engine", cpu);
     // The same as a CUDA engine with its generated kernel in a kernels section (an ELF stub: the fuzzer exercises
     // validation, which ends before any GPU is looked for).
-    const runtime::ParsedPlan plan = runtime::parse_plan(cpu, "seed");
+    const plan::ParsedPlan plan = plan::parse_plan(cpu, "seed");
     nlohmann::json manifest = plan.manifest;
     manifest.erase("sections");
     manifest["target"] = {{"kind", "cuda"}, {"device_name", "seed GPU"}, {"compute_capability", "9.0"}};
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
         {"entries",
          {"fused_elementwise_contiguous", "fused_elementwise_broadcast_i32", "fused_elementwise_broadcast_i64"}}};
     write(dir + "/fused_cuda.engine",
-          runtime::write_plan(manifest, {{"weights", plan.section("weights", "seed")}, {"kernels", kernels}}));
+          plan::write_plan(manifest, {{"weights", plan.section("weights", "seed")}, {"kernels", kernels}}));
   }
   return 0;
 }

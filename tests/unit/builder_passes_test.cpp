@@ -64,7 +64,7 @@ double rel_l2(const HostTensor& got, const HostTensor& want) {
 
 int count_ops(const Network& net, const std::string& op) {
   int n = 0;
-  for (const auto& layer : net.graph().layers) n += layer.op == op ? 1 : 0;
+  for (const auto& layer : graph::graph_of(net).layers) n += layer.op == op ? 1 : 0;
   return n;
 }
 
@@ -98,7 +98,7 @@ TEST(BuilderPasses, ConvEpiloguesFuseReluAndResidualAndKeepResults) {
   EXPECT_EQ(count_ops(fused, "add"), 0);
   EXPECT_EQ(count_ops(fused, "conv"), 3);
   int with_residual = 0;
-  for (const auto& layer : fused.graph().layers) {
+  for (const auto& layer : graph::graph_of(fused).layers) {
     if (layer.op != "conv") continue;
     EXPECT_EQ(attr(layer, "activation"), "relu") << layer.name;
     with_residual += layer.inputs.size() > 3 ? 1 : 0;
@@ -115,7 +115,7 @@ TEST(BuilderPasses, ChannelsLastKeepsResultsAndTransposesOnlyAtTheEdges) {
   Network low = builder::lower_precision(net, DataType::kF16, c.pool);
   Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
   int nhwc = 0;
-  for (const auto& layer : last.graph().layers) {
+  for (const auto& layer : graph::graph_of(last).layers) {
     if (layer.op == "conv" || layer.op == "max_pool2d" || layer.op == "global_avg_pool") {
       EXPECT_EQ(attr(layer, "layout"), "nhwc") << layer.name;
       ++nhwc;
@@ -147,7 +147,7 @@ TEST(BuilderPasses, MatmulWithBiasRowBecomesLinearWithFusedResidualAndGelu) {
   EXPECT_EQ(count_ops(fused, "add"), 0);
   EXPECT_EQ(count_ops(fused, "gelu"), 0);
   ASSERT_EQ(count_ops(fused, "linear"), 2);
-  const auto& layers = fused.graph().layers;
+  const auto& layers = graph::graph_of(fused).layers;
   EXPECT_EQ(attr(layers[0], "activation"), "gelu_tanh");
   EXPECT_EQ(layers[1].inputs.size(), 4u);  // x as the residual
   std::map<std::string, HostTensor> in{{"x", random_input({3, 5, 8}, 3)}};
@@ -168,7 +168,8 @@ TEST(BuilderPasses, ValuesReadElsewhereAreNotFused) {
   EXPECT_EQ(count_ops(fused, "gelu"), 1);
   // b + relu(a): b takes the add as its residual epilogue.
   int residual = 0;
-  for (const auto& layer : fused.graph().layers) residual += layer.op == "linear" && layer.inputs.size() == 4 ? 1 : 0;
+  for (const auto& layer : graph::graph_of(fused).layers)
+    residual += layer.op == "linear" && layer.inputs.size() == 4 ? 1 : 0;
   EXPECT_EQ(residual, 1);
   std::map<std::string, HostTensor> in{{"x", random_input({4, 8}, 4)}};
   auto want = run_reference(net, in), got = run_reference(fused, in);
@@ -205,7 +206,7 @@ TEST(BuilderPasses, AttentionReadsTheQkvProductInPlace) {
   EXPECT_EQ(count_ops(packed, "transpose"), 0);
   EXPECT_EQ(count_ops(packed, "split"), 0);
   ASSERT_EQ(count_ops(packed, "attention"), 1);
-  for (const auto& layer : packed.graph().layers) {
+  for (const auto& layer : graph::graph_of(packed).layers) {
     if (layer.op != "attention") continue;
     EXPECT_EQ(attr(layer, "layout"), "packed");
     EXPECT_EQ(std::get<std::int64_t>(layer.attrs.at("heads")), 2);
@@ -222,7 +223,7 @@ TEST(BuilderPasses, AttentionBetweenHeadTransposesReadsSequenceMajorHeads) {
   Network net = qkv_attention_block(c, false, false);
   Network bshd = builder::remove_dead_layers(builder::fuse_attention_layout(net));
   EXPECT_EQ(count_ops(bshd, "transpose"), 0);
-  for (const auto& layer : bshd.graph().layers) {
+  for (const auto& layer : graph::graph_of(bshd).layers) {
     if (layer.op == "attention") {
       EXPECT_EQ(attr(layer, "layout"), "bshd");
     }
@@ -237,7 +238,7 @@ TEST(BuilderPasses, AttentionWhoseHeadsAreReadElsewhereKeepsItsTransposes) {
   Network same = builder::remove_dead_layers(builder::fuse_attention_layout(net));
   EXPECT_EQ(count_ops(same, "transpose"), 4);
   EXPECT_EQ(count_ops(same, "split"), 1);
-  for (const auto& layer : same.graph().layers) {
+  for (const auto& layer : graph::graph_of(same).layers) {
     if (layer.op == "attention") {
       EXPECT_EQ(attr(layer, "layout"), "");
     }
@@ -254,7 +255,7 @@ TEST(MemoryPlan, ReshapesShareTheirInputsBytesWhenAliasing) {
   Tensor y = net.add_activation("relu", u);
   Tensor z = net.add_activation("relu", y);
   net.mark_output(net.add_binary("add", z, u), "out");  // u (an alias of h) lives until the last layer
-  const graph::Graph& g = net.graph();
+  const graph::Graph& g = graph::graph_of(net);
   const std::vector<std::vector<Dims>> shapes(3, graph::evaluate_shapes(g, {Dims{4, 8}}));
   const builder::MemoryPlan plain = builder::plan_memory(g, shapes, false);
   const builder::MemoryPlan aliased = builder::plan_memory(g, shapes, true);

@@ -115,7 +115,7 @@ struct FusedNetwork {
     for (std::size_t i = 0; i < dtypes.size(); ++i)
       inputs.push_back(net.add_input("x" + std::to_string(i), dtypes[i], shapes[i]));
     net.mark_output(net.add_layer("fused_elementwise", inputs, {{"program", program}}, "fused")[0], "y");
-    layer = &net.graph().layers.at(0);
+    layer = &graph::graph_of(net).layers.at(0);
   }
 };
 
@@ -140,8 +140,8 @@ TEST(ElementwiseCodegen, EveryOpAndDtypeCompilesForSm90) {
     SCOPED_TRACE(to_string(t));
     const std::string program = every_op_program(t);
     FusedNetwork f(program, {t, t, DataType::kBool}, {Dims{4, 5}, Dims{5}, Dims{4, 1}});
-    ASSERT_TRUE(cg::supports_fused_layer(f.net.graph(), *f.layer));
-    const auto generated = cuda::generate_step_kernel(f.net.graph(), *f.layer, "fused_elementwise_nvrtc");
+    ASSERT_TRUE(cg::supports_fused_layer(graph::graph_of(f.net), *f.layer));
+    const auto generated = cuda::generate_step_kernel(graph::graph_of(f.net), *f.layer, "fused_elementwise_nvrtc");
     ASSERT_TRUE(generated.has_value());
     EXPECT_EQ(generated->entries, cg::entry_names());
     EXPECT_THAT(generated->source, HasSubstr("#define TSR_RANK 2"));
@@ -166,28 +166,28 @@ TEST(ElementwiseCodegen, RanksZeroToEightAndSixteenInputsCompile) {
     SCOPED_TRACE(rank);
     const std::string program = R"([{"op":"gelu","args":[0],"dtype":"bf16"}])";
     FusedNetwork f(program, {DataType::kBF16}, {Dims(std::vector<std::int64_t>(static_cast<std::size_t>(rank), 2))});
-    const auto generated = cg::generate_fused_elementwise(f.net.graph(), *f.layer);
+    const auto generated = cg::generate_fused_elementwise(graph::graph_of(f.net), *f.layer);
     EXPECT_THAT(generated.source, HasSubstr(fmt::format("#define TSR_RANK {}", rank)));
     expect_valid_cubin(cuda::compile_generated_kernel(generated.source, 9, 0, "layer 'fused'"));
   }
   ProgramBuilder p(std::vector<DataType>(16, DataType::kF16));
   const std::string program = p.finish(DataType::kF16, 0);
   FusedNetwork f(program, std::vector<DataType>(16, DataType::kF16), std::vector<Dims>(16, Dims{3, 7}));
-  ASSERT_TRUE(cg::supports_fused_layer(f.net.graph(), *f.layer));
-  expect_valid_cubin(
-      cuda::compile_generated_kernel(cg::generate_fused_elementwise(f.net.graph(), *f.layer).source, 9, 0, "layer"));
+  ASSERT_TRUE(cg::supports_fused_layer(graph::graph_of(f.net), *f.layer));
+  expect_valid_cubin(cuda::compile_generated_kernel(
+      cg::generate_fused_elementwise(graph::graph_of(f.net), *f.layer).source, 9, 0, "layer"));
 }
 
 TEST(ElementwiseCodegen, LayersTheGeneratorCannotHandle) {
   // f8 values, and more inputs than the kernels take.
   FusedNetwork f8(R"([{"op":"cast","args":[0],"attrs":{"to":"f32"},"dtype":"f32"}])", {DataType::kF8E4M3}, {Dims{4}});
-  EXPECT_FALSE(cg::supports_fused_layer(f8.net.graph(), *f8.layer));
-  EXPECT_FALSE(cg::supports_layer(f8.net.graph(), *f8.layer));  // not a program op itself
+  EXPECT_FALSE(cg::supports_fused_layer(graph::graph_of(f8.net), *f8.layer));
+  EXPECT_FALSE(cg::supports_layer(graph::graph_of(f8.net), *f8.layer));  // not a program op itself
   ProgramBuilder p(std::vector<DataType>(17, DataType::kF32));
   FusedNetwork many(p.finish(DataType::kF32, 0), std::vector<DataType>(17, DataType::kF32),
                     std::vector<Dims>(17, Dims{2}));
-  EXPECT_FALSE(cg::supports_fused_layer(many.net.graph(), *many.layer));
-  EXPECT_FALSE(cuda::generate_step_kernel(many.net.graph(), *many.layer, "add_f32_broadcast").has_value());
+  EXPECT_FALSE(cg::supports_fused_layer(graph::graph_of(many.net), *many.layer));
+  EXPECT_FALSE(cuda::generate_step_kernel(graph::graph_of(many.net), *many.layer, "add_f32_broadcast").has_value());
 }
 
 TEST(ElementwiseCodegen, NvrtcFailuresNameTheLayerAndCarryTheLog) {

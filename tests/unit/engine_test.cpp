@@ -11,7 +11,7 @@
 #include "backends/cuda/codegen/elementwise_codegen.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "builder/passes/passes.hpp"
-#include "runtime/plan_format.hpp"
+#include "plan/plan_format.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/float_convert.hpp"
@@ -361,8 +361,8 @@ using Json = nlohmann::json;
 // (only the loader on a GPU looks further).
 std::vector<std::byte> kernel_binary(const Network& net) {
   if (cuda::backend_built()) {
-    const auto& layer = net.graph().layers.at(0);
-    const auto generated = cuda::generate_step_kernel(net.graph(), layer, "fused_elementwise_nvrtc");
+    const auto& layer = graph::graph_of(net).layers.at(0);
+    const auto generated = cuda::generate_step_kernel(graph::graph_of(net), layer, "fused_elementwise_nvrtc");
     return cuda::compile_generated_kernel(generated.value().source, 9, 0, "layer '" + layer.name + "'");
   }
   std::vector<std::byte> stub(96, std::byte{0});
@@ -382,7 +382,7 @@ std::vector<std::byte> engine_with_kernels(const std::function<void(Json&, std::
   net.mark_output(net.add_activation("relu", net.add_binary("mul", x, x)), "y");
   const Network fused = builder::fuse_elementwise(net);
   const auto cpu_bytes = Builder(BuilderConfig{}).build(fused);
-  const runtime::ParsedPlan plan = runtime::parse_plan(cpu_bytes, "cpu engine");
+  const plan::ParsedPlan plan = plan::parse_plan(cpu_bytes, "cpu engine");
   Json manifest = plan.manifest;
   manifest.erase("sections");
   if (!cpu_target) {
@@ -398,9 +398,9 @@ std::vector<std::byte> engine_with_kernels(const std::function<void(Json&, std::
   manifest["steps"][0]["binary"] =
       Json{{"offset", 0}, {"size", kernels.size()}, {"entries", cuda::codegen::entry_names()}};
   if (change) change(manifest, kernels);
-  std::vector<runtime::SectionData> sections{{"weights", plan.section("weights", "cpu engine")}};
+  std::vector<plan::SectionData> sections{{"weights", plan.section("weights", "cpu engine")}};
   if (with_section) sections.push_back({"kernels", kernels});
-  return runtime::write_plan(manifest, sections);
+  return plan::write_plan(manifest, sections);
 }
 
 TEST(Engine, GeneratedKernelsRoundTripInTheKernelsSection) {
@@ -455,13 +455,13 @@ TEST(Engine, DamagedKernelsSectionsAreFormatErrors) {
 
   // Unknown sections are rejected too.
   const std::vector<std::byte> engine_bytes = engine_with_kernels();  // the parsed sections view these bytes
-  const runtime::ParsedPlan plan = runtime::parse_plan(engine_bytes, "engine");
+  const plan::ParsedPlan plan = plan::parse_plan(engine_bytes, "engine");
   Json manifest = plan.manifest;
   manifest.erase("sections");
-  std::vector<runtime::SectionData> sections = plan.sections;
+  std::vector<plan::SectionData> sections = plan.sections;
   const std::vector<std::byte> other(8, std::byte{1});
   sections.push_back({"other", other});
-  EXPECT_THROW(Engine::inspect(runtime::write_plan(manifest, sections)), FormatError);
+  EXPECT_THROW(Engine::inspect(plan::write_plan(manifest, sections)), FormatError);
 
   // Truncations and byte flips of the whole engine, kernels included: errors, never crashes.
   const auto bytes = engine_with_kernels();

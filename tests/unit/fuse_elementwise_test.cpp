@@ -30,13 +30,13 @@ using ::testing::HasSubstr;
 
 std::vector<std::string> ops(const Network& net) {
   std::vector<std::string> out;
-  for (const auto& layer : net.graph().layers) out.push_back(layer.op);
+  for (const auto& layer : graph::graph_of(net).layers) out.push_back(layer.op);
   return out;
 }
 
 // The program of the i-th layer (a fused_elementwise layer).
 graph::ElementwiseProgram program_of(const Network& net, std::size_t i) {
-  const graph::Layer& layer = net.graph().layers.at(i);
+  const graph::Layer& layer = graph::graph_of(net).layers.at(i);
   return graph::ElementwiseProgram::parse(std::get<std::string>(layer.attrs.at("program")), layer.inputs.size(),
                                           layer.name);
 }
@@ -71,8 +71,8 @@ void expect_same_results(const Network& unfused, const Network& fused, const std
                          unsigned seed = 1) {
   std::mt19937 rng(seed);
   std::map<std::string, HostTensor> inputs;
-  for (auto id : unfused.graph().inputs) {
-    const auto& t = unfused.graph().tensor(id);
+  for (auto id : graph::graph_of(unfused).inputs) {
+    const auto& t = graph::graph_of(unfused).tensor(id);
     inputs[t.name] = random_tensor(t.dtype, shapes.at(t.name), rng);
   }
   const auto want = run_reference(unfused, inputs);
@@ -96,9 +96,9 @@ TEST(FuseElementwise, ChainWithBroadcastInputsBecomesOneLayer) {
   const Network fused = builder::fuse_elementwise(net);
   EXPECT_THAT(ops(fused), ElementsAre("fused_elementwise"));
   EXPECT_THAT(program_ops(fused, 0), ElementsAre("mul", "add", "gelu"));
-  EXPECT_EQ(fused.graph().layers[0].inputs.size(), 3U);
-  EXPECT_EQ(fused.shape(Tensor{fused.graph().outputs[0]}), (Dims{-1, 8}));
-  EXPECT_EQ(fused.graph().tensor(fused.graph().outputs[0]).name, "y");
+  EXPECT_EQ(graph::graph_of(fused).layers[0].inputs.size(), 3U);
+  EXPECT_EQ(fused.shape(Tensor{graph::graph_of(fused).outputs[0]}), (Dims{-1, 8}));
+  EXPECT_EQ(graph::graph_of(fused).tensor(graph::graph_of(fused).outputs[0]).name, "y");
   expect_same_results(net, fused, {{"x", {5, 8}}, {"b", {8}}});
 }
 
@@ -125,7 +125,7 @@ TEST(FuseElementwise, InputsBroadcastToTheGroupsOutput) {
   net.mark_output(y, "y");
   const Network fused = builder::fuse_elementwise(net);
   EXPECT_THAT(ops(fused), ElementsAre("fused_elementwise"));
-  EXPECT_EQ(fused.shape(Tensor{fused.graph().outputs[0]}), (Dims{4, 3}));
+  EXPECT_EQ(fused.shape(Tensor{graph::graph_of(fused).outputs[0]}), (Dims{4, 3}));
   expect_same_results(net, fused, {{"a", {4, 1}}, {"b", {1, 3}}, {"c", {3}}});
 }
 
@@ -164,9 +164,9 @@ TEST(FuseElementwise, NetworkOutputsAreNotSwallowed) {
   EXPECT_THAT(ops(fused), ElementsAre("fused_elementwise", "fused_elementwise"));
   EXPECT_THAT(program_ops(fused, 0), ElementsAre("exp"));
   EXPECT_THAT(program_ops(fused, 1), ElementsAre("log", "neg"));
-  EXPECT_THAT(fused.graph().input_names(), ElementsAre("x"));
+  EXPECT_THAT(graph::graph_of(fused).input_names(), ElementsAre("x"));
   std::vector<std::string> outputs;
-  for (auto id : fused.graph().outputs) outputs.push_back(fused.graph().tensor(id).name);
+  for (auto id : graph::graph_of(fused).outputs) outputs.push_back(graph::graph_of(fused).tensor(id).name);
   EXPECT_THAT(outputs, ElementsAre("t", "y"));
   expect_same_results(net, fused, {{"x", {7}}});
 }
@@ -192,7 +192,7 @@ TEST(FuseElementwise, LoweredPrecisionCastsJoinTheChain) {
   const Network fused = builder::fuse_elementwise(lowered);
   EXPECT_THAT(ops(fused), ElementsAre("fused_elementwise"));
   EXPECT_THAT(program_ops(fused, 0), ElementsAre("cast", "mul", "silu", "cast"));
-  EXPECT_EQ(fused.graph().tensor(fused.graph().outputs[0]).dtype, DataType::kF32);
+  EXPECT_EQ(graph::graph_of(fused).tensor(graph::graph_of(fused).outputs[0]).dtype, DataType::kF32);
   expect_same_results(lowered, fused, {{"x", {3, 16}}});
   const Network bf16 = builder::lower_precision(net, DataType::kBF16, pool);
   expect_same_results(bf16, builder::fuse_elementwise(bf16), {{"x", {3, 16}}});
@@ -220,9 +220,9 @@ TEST(FuseElementwise, GroupsKeepAtMostSixteenInputs) {
   net.mark_output(acc, "y");
   const Network fused = builder::fuse_elementwise(net);
   EXPECT_EQ(ops(fused), std::vector<std::string>(2, "fused_elementwise"));
-  for (const auto& layer : fused.graph().layers) {
+  for (const auto& layer : graph::graph_of(fused).layers) {
     EXPECT_LE(layer.inputs.size(), 16U);
-    EXPECT_TRUE(cuda::codegen::supports_fused_layer(fused.graph(), layer));
+    EXPECT_TRUE(cuda::codegen::supports_fused_layer(graph::graph_of(fused), layer));
   }
   std::map<std::string, Dims> shapes;
   for (int i = 0; i < 24; ++i) shapes[fmt::format("x{}", i)] = Dims{3};

@@ -1,14 +1,17 @@
-// The CPU target of the runtime: runs each step's reference kernel on host memory (arena, weights, caller buffers).
+// The CPU backend: its builder queries (one reference kernel per op) and its runtime target, which runs each step's
+// reference kernel on host memory (arena, weights, caller buffers).
 #include <fmt/format.h>
+#include <sys/utsname.h>
 
 #include <chrono>
+#include <cstring>
 #include <new>
 
 #include "backends/cpu/kernel_context.hpp"
-#include "runtime/engine_state.hpp"
+#include "backends/target.hpp"
 #include "tensoracle/error.hpp"
 
-namespace tensoracle::runtime {
+namespace tensoracle::backends {
 
 namespace {
 
@@ -107,16 +110,175 @@ class CpuEngine final : public TargetEngine {
   }
   std::unique_ptr<TargetContext> create_context() const override { return std::make_unique<CpuContext>(engine_); }
   std::size_t weight_bytes() const override { return weight_bytes_; }
+  bool keeps_host_weights() const override { return true; }  // the kernels read them in place
 
  private:
   const EngineState& engine_;
   std::size_t weight_bytes_ = 0;
 };
 
-}  // namespace
-
-std::unique_ptr<TargetEngine> create_cpu_target(const EngineState& engine) {
-  return std::make_unique<CpuEngine>(engine);
+// The instruction-set extensions the library (and so the CPU engine's kernels) was compiled to use.
+std::vector<std::string> compiled_isa_features() {
+  std::vector<std::string> features;
+#ifdef __SSE2__
+  features.emplace_back("sse2");
+#endif
+#ifdef __SSE3__
+  features.emplace_back("sse3");
+#endif
+#ifdef __SSSE3__
+  features.emplace_back("ssse3");
+#endif
+#ifdef __SSE4_1__
+  features.emplace_back("sse4.1");
+#endif
+#ifdef __SSE4_2__
+  features.emplace_back("sse4.2");
+#endif
+#ifdef __AVX__
+  features.emplace_back("avx");
+#endif
+#ifdef __AVX2__
+  features.emplace_back("avx2");
+#endif
+#ifdef __FMA__
+  features.emplace_back("fma");
+#endif
+#ifdef __F16C__
+  features.emplace_back("f16c");
+#endif
+#ifdef __AVX512F__
+  features.emplace_back("avx512f");
+#endif
+#ifdef __AVX512BW__
+  features.emplace_back("avx512bw");
+#endif
+#ifdef __AVX512VL__
+  features.emplace_back("avx512vl");
+#endif
+#ifdef __ARM_NEON
+  features.emplace_back("neon");
+#endif
+#ifdef __ARM_FEATURE_FMA
+  features.emplace_back("arm-fma");
+#endif
+#ifdef __ARM_FEATURE_SVE
+  features.emplace_back("sve");
+#endif
+  return features;
 }
 
-}  // namespace tensoracle::runtime
+std::string machine_name() {
+  utsname u{};
+  if (::uname(&u) != 0) return "unknown";
+  return u.machine;
+}
+
+// The CPU target runs every op with its reference kernel: "<op>_cpu_reference".
+std::string kernel_name(const std::string& op) { return op + "_cpu_reference"; }
+
+double now_ns() {
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// Host memory; no streams; the steady clock; "captured" work is the function itself, called again.
+class CpuMemory final : public TargetMemory {
+ public:
+  void* allocate(int /*device*/, std::size_t bytes) const override {
+    void* p = ::operator new (bytes, std::align_val_t{256}, std::nothrow);
+    if (p == nullptr) throw Error(fmt::format("can't allocate {} bytes of host memory", bytes));
+    return p;
+  }
+  void release(int /*device*/, void* pointer) const noexcept override {
+    ::operator delete (pointer, std::align_val_t{256});
+  }
+  void copy_from_host(int /*device*/, void* destination, const void* source, std::size_t bytes) const override {
+    std::memcpy(destination, source, bytes);
+  }
+  void copy_to_host(int /*device*/, void* destination, const void* source, std::size_t bytes) const override {
+    std::memcpy(destination, source, bytes);
+  }
+  void fill(int /*device*/, void* pointer, unsigned char value, std::size_t bytes) const override {
+    std::memset(pointer, value, bytes);
+  }
+  CUstream_st* create_stream(int /*device*/) const override { return nullptr; }
+  void destroy_stream(int /*device*/, CUstream_st* /*stream*/) const noexcept override {}
+  void synchronize(int /*device*/, CUstream_st* /*stream*/) const override {}
+  void* create_mark(int /*device*/) const override { return new double(0); }
+  void destroy_mark(int /*device*/, void* mark) const noexcept override { delete static_cast<double*>(mark); }
+  void record_mark(int /*device*/, void* mark, CUstream_st* /*stream*/) const override {
+    *static_cast<double*>(mark) = now_ns();
+  }
+  double elapsed_ms(int /*device*/, void* start, void* stop) const override {
+    return (*static_cast<double*>(stop) - *static_cast<double*>(start)) / 1e6;
+  }
+  void* capture(int /*device*/, CUstream_st* /*stream*/, const std::function<void()>& /*enqueue*/) const override {
+    return nullptr;
+  }
+  void replay(int /*device*/, void* /*captured*/, CUstream_st* /*stream*/) const override {}
+  void destroy_capture(int /*device*/, void* /*captured*/) const noexcept override {}
+};
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "the CPU target"; }
+  bool built() const override { return true; }
+
+  nlohmann::json describe_target(const Target& /*target*/) const override {
+    return nlohmann::json{{"kind", "cpu"}, {"arch", machine_name()}};
+  }
+  nlohmann::json cache_conditions(const Target& /*target*/) const override {
+    return nlohmann::json{{"kind", "cpu"}, {"architecture", machine_name()}, {"isa", compiled_isa_features()}};
+  }
+  bool device_graph_passes() const override { return false; }
+
+  std::vector<std::string> kernel_candidates(const graph::Graph& /*graph*/, const graph::Layer& layer,
+                                             Precision /*precision*/) const override {
+    if (cpu::find_kernel(layer.op) == nullptr) return {};
+    return {kernel_name(layer.op)};
+  }
+  std::size_t kernel_workspace_bytes(const std::string& /*kernel*/) const override { return 0; }
+  std::size_t kernel_workspace_for(const std::string& /*kernel*/, const graph::Graph& /*graph*/,
+                                   const graph::Layer& /*layer*/, const std::vector<Dims>& /*shapes*/,
+                                   Precision /*precision*/, const Target& /*target*/) const override {
+    return 0;
+  }
+  std::size_t time_candidates(const graph::Graph& /*graph*/, const graph::Layer& /*layer*/,
+                              const std::vector<Dims>& /*shapes*/, const std::vector<std::string>& /*candidates*/,
+                              Precision /*precision*/, const Target& /*target*/) const override {
+    return 0;  // one candidate per op
+  }
+  std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph& /*graph*/, const graph::Layer& /*layer*/,
+                                                      const std::string& /*kernel*/) const override {
+    return std::nullopt;
+  }
+  std::vector<std::byte> compile_generated_kernel(const std::string& /*source*/,
+                                                  const nlohmann::json& /*target_description*/,
+                                                  const std::string& what) const override {
+    throw UnsupportedError(fmt::format("{}: the CPU target has no generated kernels", what));
+  }
+  std::string kernel_compiler() const override { throw UnsupportedError("the CPU target has no generated kernels"); }
+
+  bool is_known_kernel(const std::string& kernel, const std::string& op) const override {
+    return cpu::find_kernel(op) != nullptr && kernel == kernel_name(op);
+  }
+  std::size_t generated_entry_count(const std::string& /*kernel*/) const override { return 0; }
+  std::unique_ptr<TargetEngine> load(const EngineState& engine) const override {
+    return std::make_unique<CpuEngine>(engine);
+  }
+  const TargetMemory& memory() const override { return memory_; }
+
+ private:
+  CpuMemory memory_;
+};
+
+}  // namespace
+
+const Backend& cpu_backend() {
+  static const CpuBackend backend;
+  return backend;
+}
+
+}  // namespace tensoracle::backends

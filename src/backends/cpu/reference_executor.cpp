@@ -16,7 +16,7 @@ namespace tensoracle {
 std::map<std::string, HostTensor> run_reference(const Network& network,
                                                 const std::map<std::string, HostTensor>& inputs) {
   network.verify();
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   std::vector<Dims> input_shapes;
   for (auto id : g.inputs) {
     const auto& t = g.tensor(id);

@@ -1,11 +1,14 @@
-// The CUDA backend's kernel list as the builder and runtime see it (names, candidates per layer).
+// The CUDA backend's functions behind its Backend (cuda_backend.cpp); stubs in builds without CUDA
+// (cuda_unavailable.cpp).
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/target.hpp"
 #include "graph/graph.hpp"
 #include "tensoracle/builder.hpp"
 
@@ -34,19 +37,20 @@ std::size_t kernel_workspace_for(const std::string& kernel, const graph::Graph& 
 std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
                             const std::vector<std::string>& candidates, Precision precision, int device);
 
-// A kernel generated for one step at build time: CUDA C++ and the entry points it defines, in manifest order.
-struct GeneratedKernel {
-  std::string source;
-  std::vector<std::string> entries;
-};
-
 // The generated source of `kernel` for the layer (fused_elementwise_nvrtc); nullopt for hand-written kernels.
-std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph& graph, const graph::Layer& layer,
-                                                    const std::string& kernel);
+std::optional<backends::GeneratedKernel> generate_step_kernel(const graph::Graph& graph, const graph::Layer& layer,
+                                                              const std::string& kernel);
 
 // Compiles a generated source with NVRTC for compute capability major.minor and returns the CUBIN. `what` names the
 // layer in errors: UnsupportedError when NVRTC can't be loaded, CudaError with NVRTC's log when compilation fails.
 std::vector<std::byte> compile_generated_kernel(const std::string& source, int cc_major, int cc_minor,
                                                 const std::string& what);
+
+// Entry points of a kernel generated at build time (fused_elementwise_nvrtc: 3); 0 for the hand-written ones.
+std::size_t generated_entry_count(const std::string& kernel);
+
+// A deserialized CUDA engine's target state: weights uploaded to the matching GPU, generated kernels loaded
+// (cuda_target.cu). UnsupportedError when this build has no CUDA backend or the machine no such GPU.
+std::unique_ptr<backends::TargetEngine> load_engine(const backends::EngineState& engine);
 
 }  // namespace tensoracle::cuda

@@ -6,7 +6,6 @@
 #include "backends/cuda/codegen/nvrtc_compiler.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_step.hpp"
-#include "runtime/kernel_names.hpp"
 
 namespace tensoracle::cuda {
 
@@ -20,6 +19,8 @@ const std::vector<KernelEntry>& kernel_registry() {
     register_reduction_kernels(all);
     register_transformer_kernels(all);
     register_convolution_kernels(all);
+    register_pooling_kernels(all);
+    register_resize_kernels(all);
     register_quantization_kernels(all);
     register_fused_elementwise_kernels(all);
     std::stable_sort(all.begin(), all.end(),
@@ -51,11 +52,11 @@ std::vector<std::string> kernel_candidates(const graph::Graph& graph, const grap
   return names;
 }
 
-std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph& graph, const graph::Layer& layer,
-                                                    const std::string& kernel) {
-  if (runtime::generated_kernel_entry_count(kernel) == 0) return std::nullopt;
+std::optional<backends::GeneratedKernel> generate_step_kernel(const graph::Graph& graph, const graph::Layer& layer,
+                                                              const std::string& kernel) {
+  if (generated_entry_count(kernel) == 0) return std::nullopt;
   codegen::GeneratedSource generated = codegen::generate_fused_elementwise(graph, layer);
-  return GeneratedKernel{std::move(generated.source), std::move(generated.entries)};
+  return backends::GeneratedKernel{std::move(generated.source), std::move(generated.entries)};
 }
 
 std::vector<std::byte> compile_generated_kernel(const std::string& source, int cc_major, int cc_minor,

@@ -4,7 +4,7 @@
 #include "backends/cuda/codegen/nvrtc_compiler.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_memory.hpp"
-#include "runtime/engine_state.hpp"
+#include "backends/target.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle {
@@ -29,7 +29,8 @@ std::size_t time_candidates(const graph::Graph&, const graph::Layer&, const std:
   return 0;
 }
 
-std::optional<GeneratedKernel> generate_step_kernel(const graph::Graph&, const graph::Layer&, const std::string&) {
+std::optional<backends::GeneratedKernel> generate_step_kernel(const graph::Graph&, const graph::Layer&,
+                                                              const std::string&) {
   return std::nullopt;
 }
 
@@ -48,17 +49,13 @@ std::string nvrtc_description() { return "NVRTC (not in this build: no CUDA back
 
 }  // namespace codegen
 
-}  // namespace cuda
-
-namespace runtime {
-
-std::unique_ptr<TargetEngine> create_cuda_target(const EngineState& engine) {
+std::unique_ptr<backends::TargetEngine> load_engine(const backends::EngineState& engine) {
   throw UnsupportedError(fmt::format(
       "{}: this is a CUDA engine, but this build of tensoracle has no CUDA backend (configure with TENSORACLE_CUDA=ON)",
       engine.display_name));
 }
 
-}  // namespace runtime
+}  // namespace cuda
 
 }  // namespace tensoracle
 

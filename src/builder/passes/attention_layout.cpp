@@ -87,7 +87,7 @@ std::int32_t packed_source(const graph::Graph& g, const TensorUses& uses, const 
 }  // namespace
 
 Network fuse_attention_layout(const Network& network) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   const TensorUses uses(g);
   std::vector<bool> dropped(g.layers.size(), false);
   std::vector<int> rewrite_of(g.layers.size(), -1);

@@ -41,7 +41,7 @@ const std::vector<std::int64_t> kToFirst = {0, 3, 1, 2};
 }  // namespace
 
 Network to_channels_last(const Network& network, WeightPool& pool) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   // Tensors read channels first somewhere (or network outputs): their channels-first form must exist.
   std::vector<bool> needs_first(g.tensors.size(), false);
   for (auto id : g.outputs) needs_first[static_cast<std::size_t>(id)] = true;

@@ -29,7 +29,7 @@ bool is_float(DataType t) {
 }  // namespace
 
 Network fold_batch_norm(const Network& network, WeightPool& pool) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   std::vector<int> readers(g.tensors.size(), 0);
   for (const auto& layer : g.layers) {
     for (auto id : layer.inputs) {

@@ -15,7 +15,7 @@
 namespace tensoracle::builder {
 
 Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   std::vector<bool> is_output(g.tensors.size(), false);
   for (auto id : g.outputs) is_output[static_cast<std::size_t>(id)] = true;
   // Values of folded layer outputs (constants of the source are read when needed).

@@ -29,7 +29,7 @@ struct Group {
 }  // namespace
 
 Network fuse_elementwise(const Network& network) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   const TensorUses uses(g);
 
   // Consumers before producers: a layer joins the group of its readers when every reader is in that one group and

@@ -35,7 +35,7 @@ bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {
 }  // namespace
 
 Network fuse_matmul_bias(const Network& network, WeightPool& pool) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   const TensorUses uses(g);
   // matmul layer -> the add layer that adds a bias row to it.
   std::vector<std::int32_t> bias_add(g.layers.size(), -1);
@@ -95,7 +95,7 @@ Network fuse_matmul_bias(const Network& network, WeightPool& pool) {
 }
 
 Network fuse_epilogues(const Network& network) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   const TensorUses uses(g);
   struct Fusion {
     std::int32_t residual = -1;

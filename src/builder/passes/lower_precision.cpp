@@ -13,7 +13,7 @@
 namespace tensoracle::builder {
 
 Network lower_precision(const Network& network, DataType low, WeightPool& pool) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
   const std::string suffix = fmt::format("/{}", to_string(low));

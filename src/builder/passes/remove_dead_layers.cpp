@@ -8,7 +8,7 @@
 namespace tensoracle::builder {
 
 Network remove_dead_layers(const Network& network) {
-  const graph::Graph& g = network.graph();
+  const graph::Graph& g = graph::graph_of(network);
   std::vector<bool> needed(g.tensors.size(), false);
   for (auto id : g.outputs) needed[static_cast<std::size_t>(id)] = true;
   std::vector<bool> live(g.layers.size(), false);

@@ -2,8 +2,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/attention_layout.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -17,21 +21,20 @@ struct AttentionView {
 };
 
 AttentionView attention_view(InferContext& ctx, const TensorType& q, const TensorType& k, const TensorType& v,
-                             const std::string& layout) {
-  if (layout == "bhsd") {
+                             AttentionLayout layout) {
+  if (layout == AttentionLayout::kBhsd) {
     ctx.require_rank(q, 4, "q [B, Hq, Sq, D]");
     ctx.require_rank(k, 4, "k [B, Hkv, Skv, D]");
     ctx.require_rank(v, 4, "v [B, Hkv, Skv, Dv]");
     return {q.shape, k.shape, v.shape};
   }
-  auto swap = [](const std::vector<DimId>& s) { return std::vector<DimId>{s[0], s[2], s[1], s[3]}; };
-  if (layout == "bshd") {
+  if (layout == AttentionLayout::kBshd) {
     ctx.require_rank(q, 4, "q [B, Sq, Hq, D] (layout bshd)");
     ctx.require_rank(k, 4, "k [B, Skv, Hkv, D] (layout bshd)");
     ctx.require_rank(v, 4, "v [B, Skv, Hkv, Dv] (layout bshd)");
-    return {swap(q.shape), swap(k.shape), swap(v.shape)};
+    return {attention_bhsd_order(q.shape, true), attention_bhsd_order(k.shape, true),
+            attention_bhsd_order(v.shape, true)};
   }
-  if (layout != "packed") ctx.fail(fmt::format("layout '{}' must be bhsd, bshd or packed", layout));
   if (q.name != k.name || q.name != v.name) {
     ctx.fail(fmt::format("layout packed reads q, k and v from one tensor, but they are '{}', '{}' and '{}'", q.name,
                          k.name, v.name));
@@ -42,7 +45,7 @@ AttentionView attention_view(InferContext& ctx, const TensorType& q, const Tenso
     ctx.fail(fmt::format("heads {} and kv_heads {} must be positive, heads a multiple of kv_heads", heads, kv_heads));
   }
   const auto width = ctx.value(q.shape[2]);
-  const std::int64_t parts = heads + 2 * kv_heads;
+  const std::int64_t parts = attention_packed_parts(heads, kv_heads);
   if (!width || *width % parts != 0) {
     ctx.fail(fmt::format("the last dim of qkv '{}' {} must be a known multiple of heads + 2 kv_heads = {}", q.name,
                          ctx.shape_string(q.shape), parts));
@@ -60,8 +63,10 @@ std::vector<OutputType> infer_attention(InferContext& ctx) {
   ctx.require_dtype(q_in, kFloatTypes, "q");
   ctx.require_same_dtype(q_in, k_in);
   ctx.require_same_dtype(q_in, v_in);
-  const std::string layout = ctx.get_string("layout", "bhsd");
-  const AttentionView view = attention_view(ctx, q_in, k_in, v_in, layout);
+  const std::string layout_name = ctx.get_string("layout", "bhsd");
+  const std::optional<AttentionLayout> layout = parse_attention_layout(layout_name);
+  if (!layout) ctx.fail(fmt::format("layout '{}' must be bhsd, bshd or packed", layout_name));
+  const AttentionView view = attention_view(ctx, q_in, k_in, v_in, *layout);
   const std::vector<DimId>& qs = view.q;
   const std::vector<DimId>& ks = view.k;
   const std::vector<DimId>& vs = view.v;
@@ -111,8 +116,8 @@ std::vector<OutputType> infer_attention(InferContext& ctx) {
     }
   }
   // bhsd: [B, Hq, Sq, Dv]; bshd and packed: [B, Sq, Hq, Dv].
-  if (layout == "bhsd") return {OutputType{q_in.dtype, {batch, qs[1], qs[2], vs[3]}}};
-  return {OutputType{q_in.dtype, {batch, qs[2], qs[1], vs[3]}}};
+  const std::vector<DimId> out{batch, qs[1], qs[2], vs[3]};
+  return {OutputType{q_in.dtype, attention_bhsd_order(out, attention_output_seq_major(*layout))}};
 }
 
 // ---- rotary_embedding ----

@@ -31,28 +31,33 @@ bool have_gpu() { return !system_info().cuda_devices.empty(); }
     }                                                                                                           \
   } while (0)
 
-struct Model {
+// Random f32 weights (uniform in ±0.3) of the given names and shapes, as one in-memory safetensors file.
+struct RandomWeights {
   std::vector<std::vector<float>> data;
-  std::vector<TensorToWrite> tensors;
   std::vector<std::byte> bytes;
+  std::shared_ptr<const SafetensorsFile> file;
+
+  RandomWeights(std::mt19937& rng, const std::vector<std::pair<std::string, Dims>>& shapes) {
+    std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
+    std::vector<TensorToWrite> tensors;
+    for (const auto& [name, shape] : shapes) {
+      auto& v = data.emplace_back(static_cast<std::size_t>(shape.volume()));
+      for (auto& x : v) x = dist(rng);
+      tensors.push_back({name, DataType::kF32, shape, v.data()});
+    }
+    bytes = serialize_safetensors(tensors);
+    file = SafetensorsFile::from_bytes(bytes.data(), bytes.size(), "weights");
+  }
+};
+
+struct Model {
+  RandomWeights weights;
   std::shared_ptr<const SafetensorsFile> file;
   Network net;
 
-  explicit Model(std::mt19937& rng) {
-    auto add = [&](const std::string& name, const Dims& shape) {
-      std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
-      auto& v = data.emplace_back(static_cast<std::size_t>(shape.volume()));
-      for (auto& x : v) x = dist(rng);
-      tensors.push_back({name, DataType::kF32, shape, nullptr});
-    };
-    add("q", {64, 64});
-    add("k", {64, 64});
-    add("v", {64, 64});
-    add("ln.w", {64});
-    add("ln.b", {64});
-    for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].data = data[i].data();
-    bytes = serialize_safetensors(tensors);
-    file = SafetensorsFile::from_bytes(bytes.data(), bytes.size(), "weights");
+  explicit Model(std::mt19937& rng)
+      : weights(rng, {{"q", {64, 64}}, {"k", {64, 64}}, {"v", {64, 64}}, {"ln.w", {64}}, {"ln.b", {64}}}),
+        file(weights.file) {
     Tensor x = net.add_input("x", DataType::kF32, {-1, -1, 64});
     auto heads = [&](const char* w) {
       Tensor t = net.add_linear(x, net.add_constant(file->get(w)));
@@ -181,6 +186,91 @@ TEST(CudaEngine, CapturedGraphReplayEqualsEnqueue) {
     EXPECT_EQ(replayed.bytes, plain.bytes) << to_string(precision);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+  }
+}
+
+// A small CNN: convolutions (cuDNN), relu, max pooling, global average pooling and a linear head.
+struct ConvModel {
+  RandomWeights weights;
+  std::shared_ptr<const SafetensorsFile> file;
+  Network net;
+
+  explicit ConvModel(std::mt19937& rng)
+      : weights(rng, {{"c1.w", {8, 3, 3, 3}},
+                      {"c1.b", {8}},
+                      {"c2.w", {8, 8, 3, 3}},
+                      {"c2.b", {8}},
+                      {"fc.w", {5, 8}},
+                      {"fc.b", {5}}}),
+        file(weights.file) {
+    Tensor x = net.add_input("x", DataType::kF32, {-1, 3, 20, 20});
+    ConvOptions same;
+    same.padding = {1, 1};
+    Tensor h = net.add_activation(
+        "relu", net.add_convolution(x, net.add_constant(file->get("c1.w")), net.add_constant(file->get("c1.b")), same));
+    PoolOptions pool;
+    pool.kernel = {2, 2};
+    h = net.add_pool2d(h, PoolType::kMax, pool);
+    ConvOptions strided;
+    strided.stride = {2, 2};
+    strided.padding = {1, 1};
+    h = net.add_activation("relu", net.add_convolution(h, net.add_constant(file->get("c2.w")),
+                                                       net.add_constant(file->get("c2.b")), strided));
+    h = net.add_reshape(net.add_global_average_pool(h), {0, -1});
+    net.mark_output(net.add_linear(h, net.add_constant(file->get("fc.w")), net.add_constant(file->get("fc.b"))), "y");
+  }
+};
+
+// set_input_shapes prepares every step (library descriptors and plans, the context's cuDNN handle), so the very first
+// enqueue of a new context can be captured in a CUDA graph: replayed, it writes exactly what a plain enqueue of
+// another context writes.
+TEST(CudaEngine, FirstEnqueueAfterSetInputShapesCanBeCaptured) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  Model transformer(rng);
+  ConvModel cnn(rng);
+  BuilderConfig cnn_config;
+  cnn_config.target = Target::cuda(0);
+  cnn_config.add_profile("x", {1, 3, 20, 20}, {2, 3, 20, 20}, {4, 3, 20, 20});
+  struct Case {
+    const char* name;
+    const Network* net;
+    BuilderConfig config;
+    Dims shape;
+  };
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    cnn_config.precision = precision;
+    for (const Case& c : {Case{"transformer", &transformer.net, config(precision), Dims{3, 17, 64}},
+                          Case{"cnn", &cnn.net, cnn_config, Dims{3, 3, 20, 20}}}) {
+      SCOPED_TRACE(std::string(c.name) + " " + to_string(precision));
+      auto engine = Engine::deserialize(Builder(c.config).build(*c.net));
+      const HostTensor x = random_input(c.shape, rng);
+      TargetStream stream(Target::cuda(0));
+      auto plain_ctx = engine->create_execution_context();
+      TargetBuffer plain_x, plain_y;
+      const HostTensor plain = run(*plain_ctx, x, stream.get(), plain_x, plain_y);
+
+      auto ctx = engine->create_execution_context();  // never enqueued before the capture
+      ctx->set_input_shapes({{"x", x.shape}});
+      TargetBuffer xb(Target::cuda(0), x.bytes.size()), yb(Target::cuda(0), plain.bytes.size());
+      xb.copy_from_host(x.bytes.data(), x.bytes.size());
+      yb.fill(0xFF);
+      ctx->set_tensor_address("x", xb.data());
+      ctx->set_tensor_address("y", yb.data());
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      ctx->enqueue(stream.get());
+      ASSERT_EQ(cudaStreamEndCapture(stream.get(), &graph), cudaSuccess);
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream.get()), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+      HostTensor replayed(DataType::kF32, plain.shape);
+      yb.copy_to_host(replayed.bytes.data(), replayed.bytes.size());
+      EXPECT_EQ(replayed.bytes, plain.bytes);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
   }
 }
 

@@ -1,10 +1,14 @@
 // CPU reference kernels of the transformer family.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "graph/ops/attention_layout.hpp"
 
 namespace tensoracle::cpu {
 namespace {
@@ -12,55 +16,28 @@ namespace {
 // Every float dtype is computed the same way: read as double, compute in double, round once per
 // output element with from_f64. So the dtype "switch" is to_f64/from_f64 at the boundary.
 
-// Where element (b, h, s, c) of a [B, H, S, D] view lives: offset + b·sb + h·sh + s·ss + c.
-struct HeadStrides {
-  std::int64_t offset = 0, sb = 0, sh = 0, ss = 0;
-  std::int64_t at(std::int64_t b, std::int64_t h, std::int64_t s) const { return offset + b * sb + h * sh + s * ss; }
-};
-
-// [B, H, S, D] laid out as bhsd or bshd.
-HeadStrides head_strides(bool bshd, std::int64_t heads, std::int64_t seq, std::int64_t d) {
-  if (bshd) return {0, seq * heads * d, d, heads * d};
-  return {0, heads * seq * d, seq * d, d};
-}
-
 // Softmax(q·kᵀ·scale + mask)·v per (batch, head, query row), in double, composed exactly as the
 // math (non-fused) path of torch's scaled_dot_product_attention: a row whose scores are all -inf
 // gives NaN, as softmax does. Layouts (the "layout" attribute): bhsd (q [B, Hq, Sq, D], the output
 // [B, Hq, Sq, Dv]), bshd (heads and sequence swapped, output too) and packed (q, k and v all from one
-// [B, S, (heads + 2 kv_heads)·D] tensor, output [B, S, Hq, D]).
+// [B, S, (heads + 2 kv_heads)·D] tensor, output [B, S, Hq, D]); graph/ops/attention_layout.hpp maps them to
+// [B, H, S, D] views.
 void attention_kernel(KernelContext& ctx) {
   const TensorRef& q = ctx.input(0);
   const TensorRef& k = ctx.input(1);
   const TensorRef& v = ctx.input(2);
   const TensorRef& out = ctx.output(0);
-  const std::string layout = ctx.get_string("layout", "bhsd");
-  std::int64_t batch = q.shape[0], hq = 0, sq = 0, d = 0, hkv = 0, skv = 0, dv = 0;
-  HeadStrides qs, ks, vs, os;
-  if (layout == "packed") {
-    hq = ctx.get_int("heads");
-    hkv = ctx.get_int("kv_heads");
-    sq = skv = q.shape[1];
-    const std::int64_t width = q.shape[2];
-    d = dv = width / (hq + 2 * hkv);
-    qs = {0, sq * width, d, width};
-    ks = {hq * d, sq * width, d, width};
-    vs = {(hq + hkv) * d, sq * width, d, width};
-    os = head_strides(true, hq, sq, dv);
-  } else {
-    const bool bshd = layout == "bshd";
-    const int h_axis = bshd ? 2 : 1, s_axis = bshd ? 1 : 2;
-    hq = q.shape[h_axis];
-    sq = q.shape[s_axis];
-    d = q.shape[3];
-    hkv = k.shape[h_axis];
-    skv = k.shape[s_axis];
-    dv = v.shape[3];
-    qs = head_strides(bshd, hq, sq, d);
-    ks = head_strides(bshd, hkv, skv, d);
-    vs = head_strides(bshd, hkv, skv, dv);
-    os = head_strides(bshd, hq, sq, dv);
+  const std::string layout_name = ctx.get_string("layout", "bhsd");
+  const std::optional<graph::AttentionLayout> layout = graph::parse_attention_layout(layout_name);
+  if (!layout) ctx.fail(fmt::format("layout '{}' must be bhsd, bshd or packed", layout_name));
+  std::int64_t heads = 0, kv_heads = 0;
+  if (*layout == graph::AttentionLayout::kPacked) {
+    heads = ctx.get_int("heads");
+    kv_heads = ctx.get_int("kv_heads");
   }
+  const graph::AttentionGeometry g = graph::attention_geometry(*layout, heads, kv_heads, q.shape, k.shape, v.shape);
+  const std::int64_t batch = g.b, hq = g.hq, sq = g.sq, d = g.d, hkv = g.hkv, skv = g.skv, dv = g.dv;
+  const graph::AttentionStrides &qs = g.q, &ks = g.k, &vs = g.v, &os = g.out;
   const bool causal = ctx.get_bool("causal", false);
   const double scale = ctx.has("scale") ? ctx.get_float("scale") : 1.0 / std::sqrt(static_cast<double>(d));
   // Query head h reads kv head h / group (grouped-query and multi-query attention).

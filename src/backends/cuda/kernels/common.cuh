@@ -224,6 +224,16 @@ __device__ __forceinline__ Bool8 from_compute<Bool8>(std::int64_t v) {
   return Bool8{static_cast<std::uint8_t>(v != 0 ? 1 : 0)};
 }
 
+// Stores a double as the CPU reference's from_f64 rounds it: to f32 once, f16 and bf16 from that f32.
+__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) { p[i] = __double2float_rn(v); }
+__device__ __forceinline__ void store_double(double* p, std::int64_t i, double v) { p[i] = v; }
+__device__ __forceinline__ void store_double(F16* p, std::int64_t i, double v) {
+  p[i] = f16_from_float(__double2float_rn(v));
+}
+__device__ __forceinline__ void store_double(BF16* p, std::int64_t i, double v) {
+  p[i] = bf16_from_float(__double2float_rn(v));
+}
+
 template <typename T, typename Index>
 __device__ __forceinline__ Compute<T> load(const T* p, Index i) {
   return to_compute(p[i]);
@@ -388,6 +398,19 @@ template <>
 struct Word<16> {
   using type = uint4;
 };
+
+// Calls f(T{}) with CUDA's own storage type of a float dtype (float, __half, __nv_bfloat16, double); false for other
+// dtypes. For kernels that convert through cuda_fp16.h / cuda_bf16.h rather than this file's F16 / BF16.
+template <typename F>
+bool dispatch_float(DataType dtype, F&& f) {
+  switch (dtype) {
+    case DataType::kF32: f(float{}); return true;
+    case DataType::kF16: f(__half{}); return true;
+    case DataType::kBF16: f(__nv_bfloat16{}); return true;
+    case DataType::kF64: f(double{}); return true;
+    default: return false;
+  }
+}
 
 // Calls f(Tag<Word>) for a word of `bytes` (1, 2, 4, 8 or 16); false for other sizes.
 template <typename F>

@@ -1,20 +1,17 @@
-// CUDA kernels of the convolution family: conv (1D/2D) and conv_transpose2d through cuDNN's convolution API with
-// hand-written direct kernels beside them (and behind them, for problems cuDNN refuses), max_pool2d / avg_pool2d
-// (cudnnPoolingForward and direct kernels, timed against each other), global_avg_pool and resize (nearest, bilinear).
-// Semantics follow the CPU reference kernels (src/backends/cpu/kernels/convolution.cpp): f16/bf16 compute in f32, f64
-// in f64; the direct kernels' pooling averages, the global average and bilinear resize compute in f64 as the
-// reference does, then round once through f32 to the output dtype (cuDNN's averages: f32, f64 for f64).
+// CUDA kernels of conv (1D/2D) and conv_transpose2d: cuDNN (graph plans and the legacy API) and direct kernels.
 //
-// cuDNN: one cudnnHandle_t per (thread, device), created on the first cuDNN launch of that thread on that device.
-// cudnnCreate is not stream-capture safe, so that first launch must not be under stream capture (a launch that would
-// create a handle while its stream captures throws CudaError); every later launch only sets the handle's stream.
-// f16/bf16 forward convolutions run as cuDNN graph plans (cudnn_conv_graph.hpp): the convolution and its fused bias,
-// residual and relu in one operation graph whose execution plan is finalized on the first launch of a thread and
-// reused, the epilogue computed in f32 and rounded once. Problems no graph engine takes, f32/f64 and conv_transpose2d
-// use the legacy API below.
+// The hand-written direct kernels run beside cuDNN (timed against it) and behind it, for problems cuDNN refuses.
+// Semantics follow the CPU reference kernels (src/backends/cpu/kernels/convolution.cpp): f16/bf16 compute in f32, f64
+// in f64.
+//
+// cuDNN runs on the execution context's handle (StepLaunch::handles), taken when the step is prepared; a launch sets
+// its stream and enqueues. f16/bf16 forward convolutions run as cuDNN graph plans (cudnn_conv_graph.hpp): the
+// convolution and its fused bias, residual and relu in one operation graph whose execution plan is finalized when the
+// step is prepared, the epilogue computed in f32 and rounded once. Problems no graph engine takes, launches whose
+// pointers are not all 16-byte aligned, f32/f64 and conv_transpose2d use the legacy API below.
 // Algorithms come from cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7: host-only, no benchmarking, no device
 // allocation), the first one whose workspace fits launch.workspace_bytes (FFT algorithms and, for the data gradient,
-// non-deterministic ones excluded); the choice and the descriptors are cached per thread and problem. f32 runs on FMA
+// non-deterministic ones excluded); the choice and the descriptors are made when the step is prepared. f32 runs on FMA
 // kernels unless launch.precision is Precision::kTf32. With a bias, cuDNN adds the convolution onto the bias (beta =
 // 1); for f16/bf16 it rounds the convolution to the dtype before that sum, so the result can differ from the
 // reference's single rounding by one unit in the last place of the unbiased convolution (the direct kernels round
@@ -33,117 +30,45 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
-#include <variant>
 #include <vector>
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/cudnn_conv_graph.hpp"
+#include "backends/cuda/kernels/cudnn_util.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::cuda {
-
-void register_convolution_kernels(std::vector<KernelEntry>& kernels);
-// The cuDNN library's version as it reports it at run time (major * 10000 + minor * 100 + patch for cuDNN 9).
-int cudnn_runtime_version();
 
 int cudnn_runtime_version() { return static_cast<int>(cudnnGetVersion()); }
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;  // grid-stride loops cover the rest
+using conv_family::Accum;
+using conv_family::ActivationDesc;
+using conv_family::all_dtype;
+using conv_family::channels_first_dims;
+using conv_family::channels_last;
+using conv_family::check_cudnn;
+using conv_family::ConvDesc;
+using conv_family::cudnn_type;
+using conv_family::FilterDesc;
+using conv_family::is_refusal;
+using conv_family::list_value;
+using conv_family::load;
+using conv_family::require_cudnn9;
+using conv_family::store;
+using conv_family::TensorDesc;
+using kernels::check_launch;
+using kernels::dispatch_float;
+using kernels::grid_for;
+using kernels::has_tensor;
+using kernels::kThreads;
+using kernels::layer_name;
+
 // cuDNN's scratch: what its convolution heuristics ask for at most in the common cases.
 constexpr std::size_t kCudnnWorkspaceBytes = std::size_t{64} << 20;
-
-const std::string& layer_name(const StepLaunch& launch) {
-  static const std::string kUnnamed = "(unnamed layer)";
-  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
-}
-
-void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch)); }
-
-unsigned grid_for(std::int64_t n) {
-  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
-}
-
-// ---- element types: storage (float, __half, __nv_bfloat16, double) and accumulation (float; double for f64) ----
-
-template <typename T>
-struct AccumOf {
-  using type = float;
-};
-template <>
-struct AccumOf<double> {
-  using type = double;
-};
-template <typename T>
-using Accum = typename AccumOf<T>::type;
-
-__device__ __forceinline__ float load(const float* p, std::int64_t i) { return p[i]; }
-__device__ __forceinline__ double load(const double* p, std::int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, std::int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) { return __bfloat162float(p[i]); }
-
-// Stores round to nearest even. f16: overflow to infinity, NaN becomes 0x7E00 with its sign (c10::Half); bf16: NaN
-// becomes 0x7FC0 (c10::BFloat16), as the CPU reference's conversions.
-__device__ __forceinline__ void store(float* p, std::int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, std::int64_t i, double v) { p[i] = v; }
-__device__ __forceinline__ void store(__half* p, std::int64_t i, float v) {
-  if (v != v) {
-    p[i] = __ushort_as_half(static_cast<unsigned short>(signbit(v) ? 0xFE00U : 0x7E00U));
-  } else {
-    p[i] = __float2half_rn(v);
-  }
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, std::int64_t i, float v) {
-  if (v != v) {
-    p[i] = __ushort_as_bfloat16(static_cast<unsigned short>(0x7FC0U));
-  } else {
-    p[i] = __float2bfloat16_rn(v);
-  }
-}
-
-// A value computed in double, stored as the CPU reference's from_f64 stores it: f64 as is, everything else rounded to
-// f32 first (beyond the f32 range to ±infinity) and then, for f16/bf16, to the dtype.
-template <typename T>
-__device__ __forceinline__ void store_from_double(T* p, std::int64_t i, double v) {
-  if constexpr (std::is_same_v<T, double>) {
-    p[i] = v;
-  } else {
-    store(p, i, __double2float_rn(v));
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ Accum<T> negative_infinity() {
-  if constexpr (std::is_same_v<T, double>) {
-    return -__longlong_as_double(0x7FF0000000000000LL);
-  } else {
-    return -__int_as_float(0x7F800000);
-  }
-}
-
-// Calls f(T{}) with the storage type of a float dtype; false for other dtypes.
-template <typename F>
-bool dispatch_float(DataType dtype, F&& f) {
-  switch (dtype) {
-    case DataType::kF32: f(float{}); return true;
-    case DataType::kF16: f(__half{}); return true;
-    case DataType::kBF16: f(__nv_bfloat16{}); return true;
-    case DataType::kF64: f(double{}); return true;
-    default: return false;
-  }
-}
-
-// ---- attributes ----
-
-// The i-th value of a per-spatial-dim attribute list; `fallback` when the list is absent or empty.
-std::int64_t list_value(const StepLaunch& launch, const char* name, std::size_t i, std::int64_t fallback) {
-  const std::vector<std::int64_t> values = launch.attrs->get_ints(name, std::vector<std::int64_t>{});
-  return values.empty() ? fallback : values.at(i);
-}
 
 // ---- convolution geometry ----
 
@@ -158,11 +83,6 @@ struct ConvShape {
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   std::int64_t groups = 1;
 };
-
-// Channels last (the builder's "layout": "nhwc"): x [N, H, W, C], weight [O, kh, kw, C/g], y [N, OH, OW, O].
-bool channels_last(const StepLaunch& launch) { return launch.attrs->get_string("layout", "nchw") == "nhwc"; }
-
-Dims channels_first_dims(const Dims& d) { return Dims{d[0], d[3], d[1], d[2]}; }
 
 ConvShape conv_shape(const StepLaunch& launch) {
   const bool last = channels_last(launch);
@@ -291,138 +211,130 @@ __global__ void conv_transpose_direct_kernel(const T* __restrict__ x, const T* _
   }
 }
 
+// ---- the direct kernels' plan (their entries, and behind cuDNN's) ----
+
+// The geometry and, chosen for the dtype, the launchers of the direct kernel, of the bias fill before a legacy cuDNN
+// convolution and of the fused epilogue after either (conv behind cuDNN: relu and residual).
+struct DirectPlan {
+  ConvShape s;
+  std::int64_t total = 0;  // output elements; 0: nothing to launch
+  unsigned grid = 1;
+  std::int64_t bias_plane = 1;  // elements per channel of y in fill_bias (1: channels last)
+  bool nhwc = false;            // channels last: there is no direct kernel (cuDNN's entries only)
+  bool relu = false, residual = false;
+  void (*conv)(const StepLaunch&, const DirectPlan&) = nullptr;
+  void (*fill_bias)(const StepLaunch&, const DirectPlan&) = nullptr;
+  void (*epilogue)(const StepLaunch&, const DirectPlan&) = nullptr;
+};
+
+template <typename T, bool kTranspose>
+void launch_direct_typed(const StepLaunch& launch, const DirectPlan& plan) {
+  const T* x = static_cast<const T*>(launch.inputs.at(0).data);
+  const T* weight = static_cast<const T*>(launch.inputs.at(1).data);
+  const T* bias = static_cast<const T*>(launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr);
+  T* y = static_cast<T*>(launch.outputs.at(0).data);
+  if constexpr (kTranspose) {
+    conv_transpose_direct_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(x, weight, bias, y, plan.s);
+  } else {
+    conv_direct_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(x, weight, bias, y, plan.s);
+  }
+}
+
+// y[n, o, ...] = bias[o]: the convolution then adds its result (beta = 1), so the sum is rounded once.
+template <typename T>
+__global__ void fill_bias_kernel(const T* __restrict__ bias, T* __restrict__ y, std::int64_t total, std::int64_t plane,
+                                 std::int64_t channels) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = bias[(i / plane) % channels];
+  }
+}
+
+template <typename T>
+void launch_fill_bias_typed(const StepLaunch& launch, const DirectPlan& plan) {
+  fill_bias_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(launch.inputs.at(2).data),
+                                                                 static_cast<T*>(launch.outputs.at(0).data), plan.total,
+                                                                 plan.bias_plane, plan.s.o);
+}
+
+// The fused epilogue after a direct convolution: y = relu(y + residual) (either part optional), in f32 (f64).
+template <typename T>
+__global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ residual, std::int64_t total, bool relu) {
+  using A = Accum<T>;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    A v = static_cast<A>(y[i]);
+    if (residual != nullptr) v += static_cast<A>(residual[i]);
+    if (relu && v < A(0)) v = A(0);
+    y[i] = static_cast<T>(v);
+  }
+}
+
+template <typename T>
+void launch_epilogue_typed(const StepLaunch& launch, const DirectPlan& plan) {
+  const void* residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
+  epilogue_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<T*>(launch.outputs.at(0).data),
+                                                                static_cast<const T*>(residual), plan.total, plan.relu);
+}
+
+// Whether the layer has its optional input i: bound now or at each enqueue (a caller's buffer), or, in the builder's
+// workspace queries where nothing is bound, named by the layer.
+bool input_present(const StepLaunch& launch, std::size_t i) {
+  if (i >= launch.inputs.size()) return false;
+  if (launch.inputs[i].data != nullptr || launch.inputs[i].caller_buffer) return true;
+  return launch.layer != nullptr && i < launch.layer->inputs.size() && launch.layer->inputs[i] >= 0;
+}
+
 template <bool kTranspose>
-void run_conv_direct(const StepLaunch& launch, const ConvShape& s) {
-  const std::int64_t total = s.n * s.o * s.oh * s.ow;
-  if (total == 0) return;
-  const DeviceTensor& x = launch.inputs.at(0);
-  const void* bias = launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
-  const bool handled = dispatch_float(x.dtype, [&](auto tag) {
+DirectPlan direct_plan(const StepLaunch& launch, const ConvShape& s) {
+  DirectPlan plan;
+  plan.s = s;
+  plan.total = s.n * s.o * s.oh * s.ow;
+  if (plan.total == 0) return plan;
+  plan.grid = grid_for(plan.total);
+  plan.nhwc = channels_last(launch);
+  plan.bias_plane = plan.nhwc ? 1 : s.oh * s.ow;  // channels last: the channel is the innermost dim
+  const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = static_cast<const T*>(x.data);
-    const T* wp = static_cast<const T*>(launch.inputs.at(1).data);
-    const T* bp = static_cast<const T*>(bias);
-    T* yp = static_cast<T*>(launch.outputs.at(0).data);
-    if constexpr (kTranspose) {
-      conv_transpose_direct_kernel<T><<<grid_for(total), kThreads, 0, launch.stream>>>(xp, wp, bp, yp, s);
-    } else {
-      conv_direct_kernel<T><<<grid_for(total), kThreads, 0, launch.stream>>>(xp, wp, bp, yp, s);
-    }
+    plan.conv = &launch_direct_typed<T, kTranspose>;
+    plan.fill_bias = &launch_fill_bias_typed<T>;
+    plan.epilogue = &launch_epilogue_typed<T>;
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA convolution kernel");
+  return plan;
+}
+
+template <bool kTranspose>
+DirectPlan prepare_conv_direct(const StepLaunch& launch) {
+  return direct_plan<kTranspose>(launch, conv_shape(launch));
+}
+
+void launch_conv_direct(const StepLaunch& launch, const DirectPlan& plan) {
+  if (plan.total == 0) return;
+  plan.conv(launch, plan);
   check_launch(launch);
 }
 
-void launch_conv_direct(const StepLaunch& launch) { run_conv_direct<false>(launch, conv_shape(launch)); }
-void launch_conv_transpose_direct(const StepLaunch& launch) { run_conv_direct<true>(launch, conv_shape(launch)); }
+// The fused epilogue after a convolution that did not include it (either part optional).
+void run_epilogue(const StepLaunch& launch, const DirectPlan& plan) {
+  if ((!plan.residual && !plan.relu) || plan.total == 0) return;
+  plan.epilogue(launch, plan);
+  check_launch(launch);
+}
+
+[[noreturn]] void throw_no_direct_kernel(const StepLaunch& launch) {
+  throw CudaError(layer_name(launch) +
+                  ": cuDNN cannot run this channels-last convolution and there is no direct kernel for it");
+}
+
+// The direct kernel and then the fused epilogue; channels last has no direct kernel.
+void run_conv_fallback(const StepLaunch& launch, const DirectPlan& plan) {
+  if (plan.nhwc) throw_no_direct_kernel(launch);
+  launch_conv_direct(launch, plan);
+  run_epilogue(launch, plan);
+}
 
 // ---- cuDNN ----
-
-void check_cudnn(cudnnStatus_t status, const char* call, const StepLaunch& launch) {
-  if (status != CUDNN_STATUS_SUCCESS) {
-    throw CudaError(layer_name(launch) + ": " + call + " failed: " + cudnnGetErrorString(status) + " (" +
-                    std::to_string(static_cast<int>(status)) + ")");
-  }
-}
-
-// Statuses that say cuDNN cannot run this problem (as opposed to a failure while running it).
-bool is_refusal(cudnnStatus_t status) {
-  const int category = static_cast<int>(status) / 1000 * 1000;
-  return category == CUDNN_STATUS_BAD_PARAM || category == CUDNN_STATUS_NOT_SUPPORTED;
-}
-
-void require_cudnn9(const StepLaunch& launch) {
-  const int version = cudnn_runtime_version();
-  if (version < 90000) {
-    throw CudaError(layer_name(launch) + ": the CUDA convolution kernels need cuDNN 9.0 or newer, but the cuDNN " +
-                    "library loaded reports version " + std::to_string(version));
-  }
-}
-
-// Handles given back by threads that ended, per device; never destroyed (destroying cuDNN handles at process exit
-// can run after the CUDA context is gone).
-struct HandlePool {
-  std::mutex mutex;
-  std::map<int, std::vector<cudnnHandle_t>> free;
-};
-
-HandlePool& handle_pool() {
-  static HandlePool* pool = new HandlePool;  // intentionally leaked
-  return *pool;
-}
-
-struct ThreadHandles {
-  std::map<int, cudnnHandle_t> by_device;
-  ThreadHandles() = default;
-  ThreadHandles(const ThreadHandles&) = delete;
-  ThreadHandles& operator=(const ThreadHandles&) = delete;
-  ~ThreadHandles() {
-    HandlePool& pool = handle_pool();
-    std::lock_guard<std::mutex> lock(pool.mutex);
-    for (const auto& [device, handle] : by_device) pool.free[device].push_back(handle);
-  }
-};
-
-// This thread's handle for the current device, bound to launch.stream; *device_out (when given) is that device.
-cudnnHandle_t cudnn_handle(const StepLaunch& launch, int* device_out = nullptr) {
-  thread_local ThreadHandles handles;
-  int device = 0;
-  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
-  cudnnHandle_t handle = nullptr;
-  if (auto it = handles.by_device.find(device); it != handles.by_device.end()) {
-    handle = it->second;
-  } else {
-    {
-      HandlePool& pool = handle_pool();
-      std::lock_guard<std::mutex> lock(pool.mutex);
-      auto& free = pool.free[device];
-      if (!free.empty()) {
-        handle = free.back();
-        free.pop_back();
-      }
-    }
-    if (handle == nullptr) {
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      TENSORACLE_CUDA_CHECK(cudaStreamIsCapturing(launch.stream, &capture), layer_name(launch));
-      if (capture != cudaStreamCaptureStatusNone) {
-        throw CudaError(layer_name(launch) +
-                        ": the first cuDNN launch of a thread on a device must not be under stream capture "
-                        "(cudnnCreate is not capture safe); enqueue once without capture first");
-      }
-      check_cudnn(cudnnCreate(&handle), "cudnnCreate", launch);
-    }
-    handles.by_device[device] = handle;
-  }
-  check_cudnn(cudnnSetStream(handle, launch.stream), "cudnnSetStream", launch);
-  if (device_out != nullptr) *device_out = device;
-  return handle;
-}
-
-// One cuDNN descriptor, destroyed with its owner.
-template <typename Handle, cudnnStatus_t (*kDestroy)(Handle)>
-struct CudnnDesc {
-  Handle d = nullptr;
-  CudnnDesc() = default;
-  CudnnDesc(const CudnnDesc&) = delete;
-  CudnnDesc& operator=(const CudnnDesc&) = delete;
-  ~CudnnDesc() {
-    if (d != nullptr) kDestroy(d);
-  }
-};
-using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
-using FilterDesc = CudnnDesc<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
-using ConvDesc = CudnnDesc<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
-using ActivationDesc = CudnnDesc<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
-using PoolingDesc = CudnnDesc<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
-
-cudnnDataType_t cudnn_type(DataType dtype) {
-  switch (dtype) {
-    case DataType::kF16: return CUDNN_DATA_HALF;
-    case DataType::kBF16: return CUDNN_DATA_BFLOAT16;
-    case DataType::kF64: return CUDNN_DATA_DOUBLE;
-    default: return CUDNN_DATA_FLOAT;
-  }
-}
 
 // The descriptors of the forward convolution that a layer is (conv) or is the data gradient of (conv_transpose2d):
 // `in` [n, in_c, in_h, in_w] convolved with the filter [k, in_c/groups, kh, kw] gives `out` [n, k, out_h, out_w].
@@ -496,30 +408,85 @@ struct AlgoChoice {
   bool use_cudnn = false;
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  std::size_t workspace_bytes = 0;  // what the algorithm needs
 };
-// What a thread keeps per problem: the choice and, when cuDNN runs it, its descriptors (math type set), so that a
-// launch after the first only binds the stream and enqueues.
-struct ConvPlan {
-  // f16/bf16 forward convolutions: the whole layer (bias, residual and relu included) as one cuDNN graph plan; when
-  // set, nothing below is used.
-  std::unique_ptr<ConvGraphPlan> graph;
-  AlgoChoice choice;
-  std::unique_ptr<CudnnConv> desc;
-  // The fused epilogue's (relu; cudnnConvolutionBiasActivationForward): the bias [1, O, 1, 1] and the activation.
-  std::unique_ptr<TensorDesc> bias;
-  std::unique_ptr<ActivationDesc> activation;
-};
-using ProblemKey = std::array<std::int64_t, 22>;
 
-// Whether the layer has its optional input i (at build time, when no data is bound, from the layer's inputs).
-bool input_present(const StepLaunch& launch, std::size_t i) {
-  if (i >= launch.inputs.size()) return false;
-  if (launch.inputs[i].data != nullptr) return true;
-  return launch.layer != nullptr && i < launch.layer->inputs.size() && launch.layer->inputs[i] >= 0;
+// The two kinds of legacy algorithms: the forward convolution (conv) and its data gradient (conv_transpose2d), that is
+// the cuDNN calls that differ between them and which results are never chosen.
+struct ForwardAlgos {
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr const char* kMaxCountCall = "cudnnGetConvolutionForwardAlgorithmMaxCount";
+  static constexpr const char* kHeuristicsCall = "cudnnGetConvolutionForwardAlgorithm_v7";
+  // FFT-based algorithms round far from the exact sum when outputs cancel; they are never chosen.
+  static bool usable(const Perf& p) {
+    return p.algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT && p.algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
+  }
+  static cudnnStatus_t max_count(cudnnHandle_t handle, int* count) {
+    return cudnnGetConvolutionForwardAlgorithmMaxCount(handle, count);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t handle, const CudnnConv& d, int requested, int* returned, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(handle, d.in.d, d.filter.d, d.conv.d, d.out.d, requested, returned,
+                                                  perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t handle, const CudnnConv& d, Algo algo, std::size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(handle, d.in.d, d.filter.d, d.conv.d, d.out.d, algo, bytes);
+  }
+};
+struct BackwardDataAlgos {
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr const char* kMaxCountCall = "cudnnGetConvolutionBackwardDataAlgorithmMaxCount";
+  static constexpr const char* kHeuristicsCall = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+  // Besides the FFT ones, ALGO_0 accumulates with atomics (results vary from run to run), and so do the other
+  // non-deterministic ones.
+  static bool usable(const Perf& p) {
+    return p.algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT && p.algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+           p.algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 && p.determinism == CUDNN_DETERMINISTIC;
+  }
+  static cudnnStatus_t max_count(cudnnHandle_t handle, int* count) {
+    return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, count);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t handle, const CudnnConv& d, int requested, int* returned, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.filter.d, d.out.d, d.conv.d, d.in.d, requested,
+                                                       returned, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t handle, const CudnnConv& d, Algo algo, std::size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.filter.d, d.out.d, d.conv.d, d.in.d, algo, bytes);
+  }
+};
+
+// The heuristics' first usable algorithm whose workspace fits `limit`, with its math type; none when cuDNN refuses the
+// problem or has none. Leaves d's math type at the last one tried.
+template <typename Algos>
+AlgoChoice choose_algo(const StepLaunch& launch, cudnnHandle_t handle, CudnnConv& d, std::size_t limit) {
+  const DataType dtype = launch.inputs.at(0).dtype;
+  check_cudnn(cudnnSetConvolutionMathType(d.conv.d, query_math(dtype, launch.precision)), "cudnnSetConvolutionMathType",
+              launch);
+  int max_count = 0;
+  check_cudnn(Algos::max_count(handle, &max_count), Algos::kMaxCountCall, launch);
+  std::vector<typename Algos::Perf> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+  int returned = 0;
+  const cudnnStatus_t status = Algos::heuristics(handle, d, static_cast<int>(perf.size()), &returned, perf.data());
+  if (is_refusal(status)) return {};
+  check_cudnn(status, Algos::kHeuristicsCall, launch);
+  for (int r = 0; r < returned; ++r) {
+    const typename Algos::Perf& p = perf[static_cast<std::size_t>(r)];
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    if (p.status != CUDNN_STATUS_SUCCESS || !Algos::usable(p) || !math_for(dtype, launch.precision, p.mathType, math)) {
+      continue;
+    }
+    if (cudnnSetConvolutionMathType(d.conv.d, math) != CUDNN_STATUS_SUCCESS) continue;
+    std::size_t bytes = 0;
+    if (Algos::workspace(handle, d, p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
+    return {true, static_cast<int>(p.algo), math, bytes};
+  }
+  return {};
 }
 
 // Whether every data pointer of the launch is 16-byte aligned (what the graph plans are built for; the builder's
-// arena and weights always are, a caller's binding may not be).
+// arena and weights always are, a caller's binding may not be). When the step is prepared, a caller's buffer is
+// nullptr: what this tests then is the pointers known already.
 bool graph_aligned(const StepLaunch& launch) {
   auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   for (const DeviceTensor& t : launch.inputs) {
@@ -546,205 +513,68 @@ ConvGraphProblem graph_problem(const StepLaunch& launch, const ConvShape& s) {
   return p;
 }
 
-ProblemKey problem_key(const StepLaunch& launch, const ConvShape& s, bool transpose, int device) {
-  return {transpose ? 1 : 0,
-          static_cast<std::int64_t>(launch.inputs.at(0).dtype),
-          launch.precision == Precision::kTf32 ? 1 : 0,
-          static_cast<std::int64_t>(launch.workspace != nullptr ? launch.workspace_bytes : 0),
-          device,
-          s.n,
-          s.c,
-          s.h,
-          s.w,
-          s.o,
-          s.kh,
-          s.kw,
-          s.oh,
-          s.ow,
-          s.sh,
-          s.sw,
-          s.ph,
-          s.pw,
-          s.dh,
-          s.dw,
-          s.groups,
-          (channels_last(launch) ? 1 : 0) + (launch.attrs->get_string("activation", "none") == "relu" ? 2 : 0) +
-              (input_present(launch, 2) ? 4 : 0) + (input_present(launch, 3) ? 8 : 0) +
-              (graph_aligned(launch) ? 16 : 0)};
-}
-
-// Per thread (descriptors and handles are used by one thread at a time). Bounded: a network with dynamic shapes that
-// keeps meeting new ones starts over (destroying descriptors is host-only, so safe at any time).
-constexpr std::size_t kMaxPlans = 4096;
-std::map<ProblemKey, ConvPlan>& plan_cache() {
-  thread_local std::map<ProblemKey, ConvPlan> cache;
-  return cache;
-}
-
-// FFT-based algorithms round far from the exact sum when outputs cancel; they are never chosen.
-bool excluded(cudnnConvolutionFwdAlgo_t algo) {
-  return algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
-}
-// Besides the FFT ones, ALGO_0 accumulates with atomics (results vary from run to run).
-bool excluded(cudnnConvolutionBwdDataAlgo_t algo) {
-  return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
-         algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-}
-
-AlgoChoice choose_forward(const StepLaunch& launch, cudnnHandle_t handle, CudnnConv& d, std::size_t limit) {
-  const DataType dtype = launch.inputs.at(0).dtype;
-  check_cudnn(cudnnSetConvolutionMathType(d.conv.d, query_math(dtype, launch.precision)), "cudnnSetConvolutionMathType",
-              launch);
-  int max_count = 0;
-  check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count),
-              "cudnnGetConvolutionForwardAlgorithmMaxCount", launch);
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-  int returned = 0;
-  const cudnnStatus_t status = cudnnGetConvolutionForwardAlgorithm_v7(
-      handle, d.in.d, d.filter.d, d.conv.d, d.out.d, static_cast<int>(perf.size()), &returned, perf.data());
-  if (is_refusal(status)) return {};
-  check_cudnn(status, "cudnnGetConvolutionForwardAlgorithm_v7", launch);
-  for (int r = 0; r < returned; ++r) {
-    const cudnnConvolutionFwdAlgoPerf_t& p = perf[static_cast<std::size_t>(r)];
-    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-    if (p.status != CUDNN_STATUS_SUCCESS || excluded(p.algo) || !math_for(dtype, launch.precision, p.mathType, math)) {
-      continue;
-    }
-    if (cudnnSetConvolutionMathType(d.conv.d, math) != CUDNN_STATUS_SUCCESS) continue;
-    std::size_t bytes = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(handle, d.in.d, d.filter.d, d.conv.d, d.out.d, p.algo, &bytes) !=
-            CUDNN_STATUS_SUCCESS ||
-        bytes > limit) {
-      continue;
-    }
-    return {true, static_cast<int>(p.algo), math};
+// Whether a launch binds a caller's buffer (whose alignment is only known then).
+bool binds_caller_buffer(const StepLaunch& launch) {
+  for (const DeviceTensor& t : launch.inputs) {
+    if (t.caller_buffer) return true;
   }
-  return {};
+  return launch.outputs.at(0).caller_buffer;
 }
 
-AlgoChoice choose_backward_data(const StepLaunch& launch, cudnnHandle_t handle, CudnnConv& d, std::size_t limit) {
-  const DataType dtype = launch.inputs.at(0).dtype;
-  check_cudnn(cudnnSetConvolutionMathType(d.conv.d, query_math(dtype, launch.precision)), "cudnnSetConvolutionMathType",
-              launch);
-  int max_count = 0;
-  check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count),
-              "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", launch);
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-  int returned = 0;
-  const cudnnStatus_t status = cudnnGetConvolutionBackwardDataAlgorithm_v7(
-      handle, d.filter.d, d.out.d, d.conv.d, d.in.d, static_cast<int>(perf.size()), &returned, perf.data());
-  if (is_refusal(status)) return {};
-  check_cudnn(status, "cudnnGetConvolutionBackwardDataAlgorithm_v7", launch);
-  for (int r = 0; r < returned; ++r) {
-    const cudnnConvolutionBwdDataAlgoPerf_t& p = perf[static_cast<std::size_t>(r)];
-    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-    if (p.status != CUDNN_STATUS_SUCCESS || excluded(p.algo) || p.determinism != CUDNN_DETERMINISTIC ||
-        !math_for(dtype, launch.precision, p.mathType, math)) {
-      continue;
-    }
-    if (cudnnSetConvolutionMathType(d.conv.d, math) != CUDNN_STATUS_SUCCESS) continue;
-    std::size_t bytes = 0;
-    if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.filter.d, d.out.d, d.conv.d, d.in.d, p.algo, &bytes) !=
-            CUDNN_STATUS_SUCCESS ||
-        bytes > limit) {
-      continue;
-    }
-    return {true, static_cast<int>(p.algo), math};
-  }
-  return {};
-}
-
-// y[n, o, ...] = bias[o]: the convolution then adds its result (beta = 1), so the sum is rounded once.
-template <typename T>
-__global__ void fill_bias_kernel(const T* __restrict__ bias, T* __restrict__ y, std::int64_t total, std::int64_t plane,
-                                 std::int64_t channels) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    y[i] = bias[(i / plane) % channels];
-  }
-}
-
-void fill_bias(const StepLaunch& launch, const void* bias, const ConvShape& s) {
-  const std::int64_t total = s.n * s.o * s.oh * s.ow;
-  const bool last = channels_last(launch);  // the channel is the innermost dim: plane 1
-  const bool handled = dispatch_float(launch.outputs.at(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    fill_bias_kernel<T><<<grid_for(total), kThreads, 0, launch.stream>>>(
-        static_cast<const T*>(bias), static_cast<T*>(launch.outputs.at(0).data), total, last ? 1 : s.oh * s.ow, s.o);
-  });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA convolution kernel");
-  check_launch(launch);
-}
-
-// The fused epilogue after a direct convolution: y = relu(y + residual) (either part optional), in f32 (f64).
-template <typename T>
-__global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ residual, std::int64_t total, bool relu) {
-  using A = Accum<T>;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    A v = static_cast<A>(y[i]);
-    if (residual != nullptr) v += static_cast<A>(residual[i]);
-    if (relu && v < A(0)) v = A(0);
-    y[i] = static_cast<T>(v);
-  }
-}
-
-// What the builder fused into a conv: input 3 (residual) and the relu.
-struct ConvEpilogue {
-  const void* residual = nullptr;
-  bool relu = false;
-  bool any() const { return residual != nullptr || relu; }
+// The plan of the cuDNN entries. Prepared: the graph plan (f16/bf16 conv whose known pointers are 16-byte aligned)
+// and, for what has none or binds a caller's buffer (a launch with one that is not aligned runs the legacy API), the
+// legacy API's algorithm and descriptors (math type set); the direct kernel behind both.
+struct CudnnConvPlan {
+  DirectPlan direct;  // problems cuDNN refuses: when prepared, or when a legacy call returns a refusal
+  cudnnHandle_t handle = nullptr;
+  std::size_t limit = 0;  // the scratch cuDNN may use: launch.workspace_bytes (0 without scratch)
+  bool has_bias = false;
+  bool f64 = false;
+  // The whole layer (bias, residual and relu included) as one cuDNN graph plan.
+  std::unique_ptr<ConvGraphPlan> graph;
+  AlgoChoice choice;  // none: the direct kernel runs (when there is no graph plan, or a launch cannot use it)
+  CudnnConv desc;
+  // The fused epilogue's (relu; cudnnConvolutionBiasActivationForward): the bias [1, O, 1, 1] and the activation.
+  TensorDesc bias;
+  ActivationDesc activation;
 };
-ConvEpilogue conv_epilogue(const StepLaunch& launch) {
-  ConvEpilogue e;
-  e.residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
-  e.relu = launch.attrs->get_string("activation", "none") == "relu";
-  return e;
-}
 
-void run_epilogue(const StepLaunch& launch, const ConvEpilogue& e, const ConvShape& s) {
-  const std::int64_t total = s.n * s.o * s.oh * s.ow;
-  if (!e.any() || total == 0) return;
-  const bool handled = dispatch_float(launch.outputs.at(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    epilogue_kernel<T><<<grid_for(total), kThreads, 0, launch.stream>>>(
-        static_cast<T*>(launch.outputs.at(0).data), static_cast<const T*>(e.residual), total, e.relu);
-  });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA convolution kernel");
-  check_launch(launch);
-}
-
-// The direct kernel and then the fused epilogue; channels last has no direct kernel.
 template <bool kTranspose>
-void run_conv_fallback(const StepLaunch& launch, const ConvShape& s) {
-  if (channels_last(launch)) {
-    throw CudaError(layer_name(launch) +
-                    ": cuDNN cannot run this channels-last convolution and there is no direct kernel for it");
+void plan_legacy(const StepLaunch& launch, const ConvShape& s, CudnnConvPlan& plan) {
+  make_cudnn_conv(launch, s, kTranspose, plan.desc);
+  using Algos = std::conditional_t<kTranspose, BackwardDataAlgos, ForwardAlgos>;
+  plan.choice = choose_algo<Algos>(launch, plan.handle, plan.desc, plan.limit);
+  if (!plan.choice.use_cudnn) {
+    plan.desc = CudnnConv{};
+    return;
   }
-  run_conv_direct<kTranspose>(launch, s);
-  if constexpr (!kTranspose) run_epilogue(launch, conv_epilogue(launch), s);
-}
-
-void run_graph(const StepLaunch& launch, ConvGraphPlan& graph, cudnnHandle_t handle, std::size_t limit) {
-  if (graph.workspace_bytes() > limit) {
-    throw CudaError(layer_name(launch) + ": the cuDNN plan needs " + std::to_string(graph.workspace_bytes()) +
-                    " bytes of scratch but the step has " + std::to_string(limit));
+  check_cudnn(cudnnSetConvolutionMathType(plan.desc.conv.d, plan.choice.math), "cudnnSetConvolutionMathType", launch);
+  if (!kTranspose && plan.direct.relu) {
+    const DataType dtype = launch.outputs.at(0).dtype;
+    check_cudnn(cudnnCreateTensorDescriptor(&plan.bias.d), "cudnnCreateTensorDescriptor", launch);
+    check_cudnn(cudnnSetTensor4dDescriptor(plan.bias.d, plan.direct.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                           cudnn_type(dtype), 1, static_cast<int>(s.o), 1, 1),
+                "cudnnSetTensor4dDescriptor", launch);
+    check_cudnn(cudnnCreateActivationDescriptor(&plan.activation.d), "cudnnCreateActivationDescriptor", launch);
+    check_cudnn(cudnnSetActivationDescriptor(plan.activation.d, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+                "cudnnSetActivationDescriptor", launch);
   }
-  const auto data = [&](std::size_t i) -> const void* {
-    return i < launch.inputs.size() ? launch.inputs[i].data : nullptr;
-  };
-  check_cudnn(graph.execute(handle, data(0), data(1), data(2), data(3), launch.outputs.at(0).data, launch.workspace),
-              "cudnnBackendExecute", launch);
 }
 
 // conv (kTranspose = false) through cudnnConvolutionForward, conv_transpose2d through cudnnConvolutionBackwardData.
 // Problems cuDNN refuses (sizes beyond its int descriptors, output_padding that its geometry cannot express, no
 // algorithm within the workspace) run the direct kernel, which computes the same thing.
 template <bool kTranspose>
-void launch_conv_cudnn(const StepLaunch& launch) {
+CudnnConvPlan prepare_conv_cudnn(const StepLaunch& launch) {
   require_cudnn9(launch);
   const ConvShape s = conv_shape(launch);
-  if (s.n * s.o * s.oh * s.ow == 0) return;
+  CudnnConvPlan plan;
+  plan.direct = direct_plan<kTranspose>(launch, s);
+  if (plan.direct.total == 0) return plan;
+  if (!kTranspose) {  // what the builder fused into a conv: the relu and input 3 (residual)
+    plan.direct.relu = launch.attrs->get_string("activation", "none") == "relu";
+    plan.direct.residual = input_present(launch, 3);
+  }
   bool geometry_ok = fits_cudnn(s);
   if (kTranspose && geometry_ok) {
     // cuDNN derives the data gradient's shape from the forward convolution of y; output_padding >= stride (allowed
@@ -753,102 +583,115 @@ void launch_conv_cudnn(const StepLaunch& launch) {
     const std::int64_t fw = (s.ow + 2 * s.pw - s.dw * (s.kw - 1) - 1) / s.sw + 1;
     geometry_ok = fh == s.h && fw == s.w;
   }
-  if (!geometry_ok) return run_conv_fallback<kTranspose>(launch, s);
-
-  int device = 0;
-  cudnnHandle_t handle = cudnn_handle(launch, &device);
-  const std::size_t limit = launch.workspace != nullptr ? launch.workspace_bytes : 0;
-  const ProblemKey key = problem_key(launch, s, kTranspose, device);
-  auto& cache = plan_cache();
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= kMaxPlans) cache.clear();
-    ConvPlan plan;
-    if (!kTranspose && graph_eligible(launch)) {
-      plan.graph = ConvGraphPlan::build(handle, graph_problem(launch, s), limit);
-    }
-    if (plan.graph != nullptr) {
-      it = cache.emplace(key, std::move(plan)).first;
-      return run_graph(launch, *it->second.graph, handle, limit);
-    }
-    plan.desc = std::make_unique<CudnnConv>();
-    make_cudnn_conv(launch, s, kTranspose, *plan.desc);
-    plan.choice = kTranspose ? choose_backward_data(launch, handle, *plan.desc, limit)
-                             : choose_forward(launch, handle, *plan.desc, limit);
-    if (plan.choice.use_cudnn) {
-      check_cudnn(cudnnSetConvolutionMathType(plan.desc->conv.d, plan.choice.math), "cudnnSetConvolutionMathType",
-                  launch);
-      if (!kTranspose && conv_epilogue(launch).relu) {
-        const DataType dtype = launch.outputs.at(0).dtype;
-        plan.bias = std::make_unique<TensorDesc>();
-        plan.activation = std::make_unique<ActivationDesc>();
-        check_cudnn(cudnnCreateTensorDescriptor(&plan.bias->d), "cudnnCreateTensorDescriptor", launch);
-        check_cudnn(
-            cudnnSetTensor4dDescriptor(plan.bias->d, channels_last(launch) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                       cudnn_type(dtype), 1, static_cast<int>(s.o), 1, 1),
-            "cudnnSetTensor4dDescriptor", launch);
-        check_cudnn(cudnnCreateActivationDescriptor(&plan.activation->d), "cudnnCreateActivationDescriptor", launch);
-        check_cudnn(cudnnSetActivationDescriptor(plan.activation->d, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
-                    "cudnnSetActivationDescriptor", launch);
-      }
-    } else {
-      plan.desc.reset();
-    }
-    it = cache.emplace(key, std::move(plan)).first;
+  if (!geometry_ok) {
+    if (plan.direct.nhwc) throw_no_direct_kernel(launch);
+    return plan;
   }
-  ConvPlan& plan = it->second;
-  if (plan.graph != nullptr) return run_graph(launch, *plan.graph, handle, limit);
-  if (!plan.choice.use_cudnn) return run_conv_fallback<kTranspose>(launch, s);
-  const CudnnConv& d = *plan.desc;
+
+  plan.handle = launch.handles->cudnn(layer_name(launch));
+  plan.limit = launch.workspace != nullptr ? launch.workspace_bytes : 0;
+  plan.has_bias = input_present(launch, 2);
+  plan.f64 = launch.inputs.at(0).dtype == DataType::kF64;
+  if (!kTranspose && graph_eligible(launch)) {
+    plan.graph = ConvGraphPlan::build(plan.handle, graph_problem(launch, s), plan.limit);
+    if (plan.graph != nullptr && plan.graph->workspace_bytes() > plan.limit) {
+      throw CudaError(layer_name(launch) + ": the cuDNN plan needs " + std::to_string(plan.graph->workspace_bytes()) +
+                      " bytes of scratch but the step has " + std::to_string(plan.limit));
+    }
+  }
+  if (plan.graph == nullptr || binds_caller_buffer(launch)) plan_legacy<kTranspose>(launch, s, plan);
+  if (plan.graph == nullptr && !plan.choice.use_cudnn && plan.direct.nhwc) throw_no_direct_kernel(launch);
+  return plan;
+}
+
+template <bool kTranspose>
+void launch_conv_cudnn(const StepLaunch& launch, const CudnnConvPlan& plan) {
+  if (plan.direct.total == 0) return;
+  const bool graph = plan.graph != nullptr && graph_aligned(launch);
+  if (!graph && !plan.choice.use_cudnn) return run_conv_fallback(launch, plan.direct);
+  check_cudnn(cudnnSetStream(plan.handle, launch.stream), "cudnnSetStream", launch);
+  if (graph) {
+    const auto data = [&](std::size_t i) -> const void* {
+      return i < launch.inputs.size() ? launch.inputs[i].data : nullptr;
+    };
+    return check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), data(2), data(3), launch.outputs.at(0).data,
+                                           launch.workspace),
+                       "cudnnBackendExecute", launch);
+  }
+  const CudnnConv& d = plan.desc;
   const AlgoChoice& choice = plan.choice;
 
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& weight = launch.inputs.at(1);
-  const void* bias = launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
+  const void* bias = plan.has_bias ? launch.inputs.at(2).data : nullptr;
   void* y = launch.outputs.at(0).data;
-  const ConvEpilogue epilogue = kTranspose ? ConvEpilogue{} : conv_epilogue(launch);
-  if (epilogue.relu && bias != nullptr && plan.activation != nullptr) {
+  if (plan.direct.relu && plan.has_bias && plan.activation.d != nullptr) {
     // relu(conv + alpha2 · z + bias), z the residual (or y itself with alpha2 = 0); f16/bf16 accumulate in f32.
     const float one = 1.0F, zero = 0.0F;
-    const void* z = epilogue.residual != nullptr ? epilogue.residual : y;
+    const void* residual = plan.direct.residual ? launch.inputs.at(3).data : nullptr;
+    const void* z = residual != nullptr ? residual : y;
     const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
-        handle, &one, d.in.d, x.data, d.filter.d, weight.data, d.conv.d,
-        static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), launch.workspace, limit,
-        epilogue.residual != nullptr ? &one : &zero, d.out.d, z, plan.bias->d, bias, plan.activation->d, d.out.d, y);
-    if (is_refusal(status)) {
-      plan.choice.use_cudnn = false;
-      plan.desc.reset();
-      return run_conv_fallback<kTranspose>(launch, s);
-    }
+        plan.handle, &one, d.in.d, x.data, d.filter.d, weight.data, d.conv.d,
+        static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), launch.workspace, plan.limit,
+        residual != nullptr ? &one : &zero, d.out.d, z, plan.bias.d, bias, plan.activation.d, d.out.d, y);
+    if (is_refusal(status)) return run_conv_fallback(launch, plan.direct);
     return check_cudnn(status, "cudnnConvolutionBiasActivationForward", launch);
   }
-  if (bias != nullptr) fill_bias(launch, bias, s);
-  const double alpha_d = 1.0, beta_d = bias != nullptr ? 1.0 : 0.0;
-  const float alpha_f = 1.0F, beta_f = bias != nullptr ? 1.0F : 0.0F;
-  const bool f64 = x.dtype == DataType::kF64;
-  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
-  const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  if (plan.has_bias) {
+    plan.direct.fill_bias(launch, plan.direct);
+    check_launch(launch);
+  }
+  const double alpha_d = 1.0, beta_d = plan.has_bias ? 1.0 : 0.0;
+  const float alpha_f = 1.0F, beta_f = plan.has_bias ? 1.0F : 0.0F;
+  const void* alpha = plan.f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
+  const void* beta = plan.f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
   const char* call = nullptr;
   if constexpr (kTranspose) {
     call = "cudnnConvolutionBackwardData";
-    status = cudnnConvolutionBackwardData(handle, alpha, d.filter.d, weight.data, d.out.d, x.data, d.conv.d,
+    status = cudnnConvolutionBackwardData(plan.handle, alpha, d.filter.d, weight.data, d.out.d, x.data, d.conv.d,
                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), launch.workspace,
-                                          limit, beta, d.in.d, y);
+                                          plan.limit, beta, d.in.d, y);
   } else {
     call = "cudnnConvolutionForward";
-    status = cudnnConvolutionForward(handle, alpha, d.in.d, x.data, d.filter.d, weight.data, d.conv.d,
-                                     static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), launch.workspace, limit, beta,
-                                     d.out.d, y);
+    status = cudnnConvolutionForward(plan.handle, alpha, d.in.d, x.data, d.filter.d, weight.data, d.conv.d,
+                                     static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), launch.workspace, plan.limit,
+                                     beta, d.out.d, y);
   }
-  if (is_refusal(status)) {
-    plan.choice.use_cudnn = false;  // the direct kernel writes every output element, bias included
-    plan.desc.reset();
-    return run_conv_fallback<kTranspose>(launch, s);
-  }
+  // A refusal now: the direct kernel writes every output element, bias included (the plan keeps the choice, so a
+  // later launch asks cuDNN again).
+  if (is_refusal(status)) return run_conv_fallback(launch, plan.direct);
   check_cudnn(status, call, launch);
-  run_epilogue(launch, epilogue, s);  // an epilogue without a bias (the builder fuses only with one)
+  run_epilogue(launch, plan.direct);  // an epilogue without a bias (the builder fuses only with one)
 }
+
+// The builder's cuDNN handle for conv_workspace (no execution context exists then): one per device, made on first use
+// and kept for the process (destroying cuDNN handles at exit can run after the CUDA context is gone). Builds on
+// several threads share it under the lock; the queries are host-only.
+class WorkspaceQueryHandle {
+ public:
+  explicit WorkspaceQueryHandle(const StepLaunch& launch) : lock_(mutex()) {
+    int device = 0;
+    TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
+    cudnnHandle_t& handle = handles()[device];
+    if (handle == nullptr) check_cudnn(cudnnCreate(&handle), "cudnnCreate", launch);
+    handle_ = handle;
+  }
+  cudnnHandle_t get() const { return handle_; }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<int, cudnnHandle_t>& handles() {
+    static auto* by_device = new std::map<int, cudnnHandle_t>;  // intentionally leaked, with the handles
+    return *by_device;
+  }
+
+  std::lock_guard<std::mutex> lock_;
+  cudnnHandle_t handle_ = nullptr;
+};
 
 // The workspace of the algorithm a forward convolution will pick (the heuristic's first that fits
 // kCudnnWorkspaceBytes) at these shapes; 0 when the direct kernel runs it.
@@ -871,512 +714,26 @@ std::size_t conv_workspace(const graph::Graph& graph, const graph::Layer& layer,
   for (auto id : layer.outputs) launch.outputs.push_back(tensor(id));
   const ConvShape s = conv_shape(launch);
   if (s.n * s.o * s.oh * s.ow == 0 || !fits_cudnn(s)) return 0;
-  cudnnHandle_t handle = cudnn_handle(launch);
+  const WorkspaceQueryHandle handle(launch);
   if (graph_eligible(launch)) {
-    const std::unique_ptr<ConvGraphPlan> graph =
-        ConvGraphPlan::build(handle, graph_problem(launch, s), kCudnnWorkspaceBytes);
-    if (graph != nullptr) return graph->workspace_bytes();
+    const std::unique_ptr<ConvGraphPlan> plan =
+        ConvGraphPlan::build(handle.get(), graph_problem(launch, s), kCudnnWorkspaceBytes);
+    if (plan != nullptr) return plan->workspace_bytes();
   }
   CudnnConv d;
   make_cudnn_conv(launch, s, false, d);
-  const AlgoChoice choice = choose_forward(launch, handle, d, kCudnnWorkspaceBytes);
-  if (!choice.use_cudnn) return 0;
-  check_cudnn(cudnnSetConvolutionMathType(d.conv.d, choice.math), "cudnnSetConvolutionMathType", launch);
-  std::size_t bytes = 0;
-  check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, d.in.d, d.filter.d, d.conv.d, d.out.d,
-                                                      static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), &bytes),
-              "cudnnGetConvolutionForwardWorkspaceSize", launch);
-  return bytes;
-}
-
-// ---- pooling ----
-
-struct PoolShape {
-  std::int64_t planes = 1, h = 1, w = 1, oh = 1, ow = 1;
-  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  std::int64_t channels = 1;  // channels last: planes = N · channels
-  bool count_include_pad = true;
-};
-
-PoolShape pool_shape(const StepLaunch& launch) {
-  const bool last = channels_last(launch);
-  const Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
-  const Dims y = last ? channels_first_dims(launch.outputs.at(0).shape) : launch.outputs.at(0).shape;
-  const std::vector<std::int64_t> kernel = launch.attrs->get_ints("kernel");
-  PoolShape s;
-  s.channels = x[1];
-  s.planes = x[0] * x[1];
-  s.h = x[2];
-  s.w = x[3];
-  s.oh = y[2];
-  s.ow = y[3];
-  s.kh = kernel.at(0);
-  s.kw = kernel.at(1);
-  s.sh = list_value(launch, "stride", 0, s.kh);
-  s.sw = list_value(launch, "stride", 1, s.kw);
-  s.ph = list_value(launch, "padding", 0, 0);
-  s.pw = list_value(launch, "padding", 1, 0);
-  if (launch.layer != nullptr && launch.layer->op == "avg_pool2d") {
-    s.count_include_pad = launch.attrs->get_bool("count_include_pad", true);
-  }
-  return s;
-}
-
-// Index arithmetic in I: int32 when every index of the launch fits (integer division is much cheaper), else int64.
-constexpr std::int64_t kMaxIndex32 = INT_MAX - (std::int64_t{1} << 25);  // room for one grid stride past the end
-
-template <typename I>
-__device__ __forceinline__ I min_i(I a, I b) {
-  return a < b ? a : b;
-}
-template <typename I>
-__device__ __forceinline__ I max_i(I a, I b) {
-  return a > b ? a : b;
-}
-
-// The window of output (oy, ox) clipped to the input; the shape rules leave at least one input in every window.
-// Padding never wins; NaN propagates (the last NaN seen is kept), as the CPU reference.
-template <typename T, typename I>
-__global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
-  using A = Accum<T>;
-  const I total = static_cast<I>(s.planes * s.oh * s.ow);
-  const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
-  const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
-  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I ox = i % ow;
-    const I t = i / ow;
-    const I oy = t % oh;
-    const I p = t / oh;
-    const I h0 = oy * sh - ph, w0 = ox * sw - pw;
-    const I hb = max_i<I>(h0, 0), he = min_i<I>(h0 + kh, h);
-    const I wb = max_i<I>(w0, 0), we = min_i<I>(w0 + kw, w);
-    const T* xp = x + p * h * w;
-    A best = negative_infinity<T>();
-    for (I ih = hb; ih < he; ++ih) {
-      for (I iw = wb; iw < we; ++iw) {
-        const A v = load(xp, ih * w + iw);
-        if (v > best || v != v) best = v;
-      }
-    }
-    store(y, i, best);
-  }
-}
-
-// Channels last: element i of y [N, OH, OW, C]; the same window rule and NaN handling.
-template <typename T, typename I>
-__global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
-  using A = Accum<T>;
-  const I total = static_cast<I>(s.planes * s.oh * s.ow);
-  const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
-  const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
-  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw), channels = static_cast<I>(s.channels);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I c = i % channels;
-    I t = i / channels;
-    const I ox = t % ow;
-    t /= ow;
-    const I oy = t % oh;
-    const I n = t / oh;
-    const I h0 = oy * sh - ph, w0 = ox * sw - pw;
-    const I hb = max_i<I>(h0, 0), he = min_i<I>(h0 + kh, h);
-    const I wb = max_i<I>(w0, 0), we = min_i<I>(w0 + kw, w);
-    const T* xp = x + n * h * w * channels + c;
-    A best = negative_infinity<T>();
-    for (I ih = hb; ih < he; ++ih) {
-      for (I iw = wb; iw < we; ++iw) {
-        const A v = load(xp, (ih * w + iw) * channels);
-        if (v > best || v != v) best = v;
-      }
-    }
-    store(y, i, best);
-  }
-}
-
-// Sum in f64; the divisor is PyTorch's: with count_include_pad the window clipped to the padded input (a ceil_mode
-// window may reach past it), otherwise the window clipped to the input.
-template <typename T, typename I>
-__global__ void avg_pool_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
-  const I total = static_cast<I>(s.planes * s.oh * s.ow);
-  const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
-  const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
-  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I ox = i % ow;
-    const I t = i / ow;
-    const I oy = t % oh;
-    const I p = t / oh;
-    const I h0 = oy * sh - ph, w0 = ox * sw - pw;
-    const I h1 = min_i<I>(h0 + kh, h + ph), w1 = min_i<I>(w0 + kw, w + pw);
-    const I hb = max_i<I>(h0, 0), wb = max_i<I>(w0, 0);
-    const I he = min_i<I>(h1, h), we = min_i<I>(w1, w);
-    const T* xp = x + p * h * w;
-    double sum = 0.0;
-    for (I ih = hb; ih < he; ++ih) {
-      for (I iw = wb; iw < we; ++iw) sum += static_cast<double>(load(xp, ih * w + iw));
-    }
-    const I count = s.count_include_pad ? (h1 - h0) * (w1 - w0) : (he - hb) * (we - wb);
-    store_from_double(y, i, sum / static_cast<double>(count));
-  }
-}
-
-template <bool kMax>
-void launch_pool(const StepLaunch& launch) {
-  const PoolShape s = pool_shape(launch);
-  const std::int64_t total = s.planes * s.oh * s.ow;
-  if (total == 0) return;
-  const bool index32 =
-      total <= kMaxIndex32 && s.planes * (s.h + 2 * s.ph + s.kh) * (s.w + 2 * s.pw + s.kw) <= kMaxIndex32;
-  const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* x = static_cast<const T*>(launch.inputs.at(0).data);
-    T* y = static_cast<T*>(launch.outputs.at(0).data);
-    if constexpr (kMax) {
-      if (channels_last(launch)) {
-        if (index32) {
-          max_pool_nhwc_kernel<T, std::int32_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
-        } else {
-          max_pool_nhwc_kernel<T, std::int64_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
-        }
-      } else if (index32) {
-        max_pool_kernel<T, std::int32_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
-      } else {
-        max_pool_kernel<T, std::int64_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
-      }
-    } else {
-      if (index32) {
-        avg_pool_kernel<T, std::int32_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
-      } else {
-        avg_pool_kernel<T, std::int64_t><<<grid_for(total), kThreads, 0, launch.stream>>>(x, y, s);
-      }
-    }
-  });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA pooling kernel");
-  check_launch(launch);
-}
-
-// cudnnPoolingForward, timed by the builder against the direct kernels. cuDNN computes floor-mode windows only, so a
-// ceil_mode layer whose output is larger (or a problem beyond its int descriptors) runs the direct kernel. Max pooling
-// propagates NaN; averages divide by the whole window (count_include_pad) or by its part inside the input, which is
-// the reference's rule whenever windows stay within the padded input (floor mode). f16/bf16 accumulate in f32.
-struct PoolPlan {
-  bool use_cudnn = false;
-  TensorDesc in, out;
-  PoolingDesc pooling;
-};
-using PoolKey = std::array<std::int64_t, 15>;
-
-template <bool kMax>
-void launch_pool_cudnn(const StepLaunch& launch) {
-  require_cudnn9(launch);
-  const PoolShape s = pool_shape(launch);
-  if (s.planes * s.oh * s.ow == 0) return;
-  const bool floor_mode = (s.h + 2 * s.ph - s.kh) / s.sh + 1 == s.oh && (s.w + 2 * s.pw - s.kw) / s.sw + 1 == s.ow;
-  const std::int64_t n = s.planes / s.channels;
-  const std::array<std::int64_t, 11> dims = {n, s.channels, s.h, s.w, s.oh, s.ow, s.kh, s.kw, s.sh, s.sw, s.planes};
-  bool fits = n * s.channels * s.h * s.w <= INT_MAX;
-  for (std::int64_t v : dims) fits = fits && v >= 0 && v <= INT_MAX;
-  if (!floor_mode || !fits) return launch_pool<kMax>(launch);
-
-  int device = 0;
-  cudnnHandle_t handle = cudnn_handle(launch, &device);
-  const DataType dtype = launch.inputs.at(0).dtype;
-  const bool last = channels_last(launch);
-  const PoolKey key = {kMax ? 1 : 0,
-                       s.count_include_pad ? 1 : 0,
-                       static_cast<std::int64_t>(dtype),
-                       last ? 1 : 0,
-                       device,
-                       n,
-                       s.channels,
-                       s.h,
-                       s.w,
-                       s.kh,
-                       s.kw,
-                       s.sh,
-                       s.sw,
-                       s.ph,
-                       s.pw};
-  thread_local std::map<PoolKey, PoolPlan> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= kMaxPlans) cache.clear();
-    PoolPlan& plan = cache[key];
-    auto i = [](std::int64_t v) { return static_cast<int>(v); };
-    const cudnnTensorFormat_t format = last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    const cudnnDataType_t type = cudnn_type(dtype);
-    const cudnnPoolingMode_t mode = kMax                  ? CUDNN_POOLING_MAX_DETERMINISTIC
-                                    : s.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                                          : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-    check_cudnn(cudnnCreateTensorDescriptor(&plan.in.d), "cudnnCreateTensorDescriptor", launch);
-    check_cudnn(cudnnCreateTensorDescriptor(&plan.out.d), "cudnnCreateTensorDescriptor", launch);
-    check_cudnn(cudnnCreatePoolingDescriptor(&plan.pooling.d), "cudnnCreatePoolingDescriptor", launch);
-    const cudnnStatus_t status[3] = {
-        cudnnSetTensor4dDescriptor(plan.in.d, format, type, i(n), i(s.channels), i(s.h), i(s.w)),
-        cudnnSetTensor4dDescriptor(plan.out.d, format, type, i(n), i(s.channels), i(s.oh), i(s.ow)),
-        cudnnSetPooling2dDescriptor(plan.pooling.d, mode, CUDNN_PROPAGATE_NAN, i(s.kh), i(s.kw), i(s.ph), i(s.pw),
-                                    i(s.sh), i(s.sw))};
-    plan.use_cudnn = true;
-    for (cudnnStatus_t st : status) {
-      if (is_refusal(st))
-        plan.use_cudnn = false;
-      else
-        check_cudnn(st, "cudnnSetTensor4dDescriptor/cudnnSetPooling2dDescriptor", launch);
-    }
-    it = cache.find(key);
-  }
-  const PoolPlan& plan = it->second;
-  if (!plan.use_cudnn) return launch_pool<kMax>(launch);
-  const double one_d = 1.0, zero_d = 0.0;
-  const float one_f = 1.0F, zero_f = 0.0F;
-  const bool f64 = dtype == DataType::kF64;
-  const void* alpha = f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
-  const void* beta = f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
-  const cudnnStatus_t status = cudnnPoolingForward(handle, plan.pooling.d, alpha, plan.in.d, launch.inputs.at(0).data,
-                                                   beta, plan.out.d, launch.outputs.at(0).data);
-  if (is_refusal(status)) {
-    it->second.use_cudnn = false;
-    return launch_pool<kMax>(launch);
-  }
-  check_cudnn(status, "cudnnPoolingForward", launch);
-}
-
-// ---- global_avg_pool: the mean of each [N, C] plane, summed in f64; an empty plane gives NaN (0/0) ----
-
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xFFFFFFFFU, v, offset);
-  return v;
-}
-
-// One warp per plane (short planes).
-template <typename T>
-__global__ void global_avg_pool_warp_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
-                                            std::int64_t plane) {
-  const int lane = static_cast<int>(threadIdx.x & 31U);
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p < planes;
-       p += warps) {
-    const T* xp = x + p * plane;
-    double sum = 0.0;
-    for (std::int64_t j = lane; j < plane; j += 32) sum += static_cast<double>(load(xp, j));
-    sum = warp_sum(sum);
-    if (lane == 0) store_from_double(y, p, sum / static_cast<double>(plane));  // 0/0 is NaN
-  }
-}
-
-// One block per plane (long planes).
-template <typename T>
-__global__ void global_avg_pool_block_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
-                                             std::int64_t plane) {
-  __shared__ double partial[32];
-  const int lane = static_cast<int>(threadIdx.x & 31U);
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  const int warps = static_cast<int>(blockDim.x / 32);
-  for (std::int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
-    const T* xp = x + p * plane;
-    double sum = 0.0;
-    for (std::int64_t j = threadIdx.x; j < plane; j += blockDim.x) sum += static_cast<double>(load(xp, j));
-    sum = warp_sum(sum);
-    if (lane == 0) partial[warp] = sum;
-    __syncthreads();
-    if (warp == 0) {
-      sum = lane < warps ? partial[lane] : 0.0;
-      sum = warp_sum(sum);
-      if (lane == 0) store_from_double(y, p, sum / static_cast<double>(plane));
-    }
-    __syncthreads();
-  }
-}
-
-// Channels last: one thread per (n, c), summing its plane with stride C (neighbouring threads read neighbouring
-// channels).
-template <typename T>
-__global__ void global_avg_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
-                                            std::int64_t plane, std::int64_t channels) {
-  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < planes;
-       p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t n = p / channels, c = p % channels;
-    const T* xp = x + n * plane * channels + c;
-    double sum = 0.0;
-    for (std::int64_t j = 0; j < plane; ++j) sum += static_cast<double>(load(xp, j * channels));
-    store_from_double(y, p, sum / static_cast<double>(plane));  // 0/0 is NaN
-  }
-}
-
-void launch_global_avg_pool(const StepLaunch& launch) {
-  if (channels_last(launch)) {  // x [N, H, W, C] -> y [N, C, 1, 1]
-    const Dims& x = launch.inputs.at(0).shape;
-    const std::int64_t planes = x[0] * x[3], plane = x[1] * x[2];
-    if (planes == 0) return;
-    const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
-      using T = decltype(tag);
-      global_avg_pool_nhwc_kernel<T><<<grid_for(planes), kThreads, 0, launch.stream>>>(
-          static_cast<const T*>(launch.inputs.at(0).data), static_cast<T*>(launch.outputs.at(0).data), planes, plane,
-          x[3]);
-    });
-    if (!handled) launch.attrs->fail("unsupported dtype for the CUDA global_avg_pool kernel");
-    check_launch(launch);
-    return;
-  }
-  const Dims& x = launch.inputs.at(0).shape;
-  const std::int64_t planes = x[0] * x[1];
-  if (planes == 0) return;
-  std::int64_t plane = 1;
-  for (int i = 2; i < x.rank(); ++i) plane *= x[i];
-  const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = static_cast<const T*>(launch.inputs.at(0).data);
-    T* yp = static_cast<T*>(launch.outputs.at(0).data);
-    if (plane <= 2048) {
-      constexpr int kWarpsPerBlock = kThreads / 32;
-      const auto blocks = static_cast<unsigned>(
-          std::clamp<std::int64_t>((planes + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, kMaxBlocks));
-      global_avg_pool_warp_kernel<T><<<blocks, kThreads, 0, launch.stream>>>(xp, yp, planes, plane);
-    } else {
-      const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(planes, 1, kMaxBlocks));
-      global_avg_pool_block_kernel<T><<<blocks, kThreads, 0, launch.stream>>>(xp, yp, planes, plane);
-    }
-  });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA global_avg_pool kernel");
-  check_launch(launch);
-}
-
-// ---- resize (PyTorch interpolate), as the CPU reference computes source indices and weights ----
-
-struct ResizeShape {
-  std::int64_t planes = 1, h = 1, w = 1, oh = 1, ow = 1;
-  bool align_corners = false;
-  double scale_h = 0.0, scale_w = 0.0;  // bilinear: as the reference computes them (IEEE division, here on the host)
-};
-
-// align_corners: (in - 1) / (out - 1), 0 for a single output; half-pixel centers: in / out.
-double bilinear_scale(std::int64_t in, std::int64_t out, bool align_corners) {
-  if (align_corners) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-  return static_cast<double>(in) / static_cast<double>(out);
-}
-
-// 'nearest' (PyTorch's legacy, asymmetric one): floor(dst · in / out), exactly, without overflow (in = q·out + r).
-template <typename I>
-__device__ __forceinline__ I nearest_source(I dst, I in, I out) {
-  return dst * (in / out) + dst * (in % out) / out;
-}
-
-template <typename I>
-struct LinearTap {
-  I i0, i1;
-  double lambda;
-};
-
-// source = scale · dst (align_corners) or max(scale · (dst + 0.5) - 0.5, 0) (half-pixel centers) in f64, then the
-// floor and the next index clamped to the input. The _rn intrinsics keep every operation rounded on its own (no fused
-// multiply-add), as the reference computes it.
-template <typename I>
-__device__ __forceinline__ LinearTap<I> bilinear_source(I dst, I in, double scale, bool align_corners) {
-  double src = 0.0;
-  if (align_corners) {
-    src = __dmul_rn(scale, static_cast<double>(dst));
-  } else {
-    src = fmax(__dadd_rn(__dmul_rn(scale, __dadd_rn(static_cast<double>(dst), 0.5)), -0.5), 0.0);
-  }
-  LinearTap<I> tap;
-  tap.i0 = static_cast<I>(src);
-  tap.i1 = tap.i0 < in - 1 ? tap.i0 + 1 : tap.i0;
-  tap.lambda = fmin(fmax(__dsub_rn(src, static_cast<double>(tap.i0)), 0.0), 1.0);
-  return tap;
-}
-
-template <typename T, typename I, bool kBilinear>
-__global__ void resize_kernel(const T* __restrict__ x, T* __restrict__ y, ResizeShape s) {
-  const I total = static_cast<I>(s.planes * s.oh * s.ow);
-  const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I ox = i % ow;
-    const I t = i / ow;
-    const I oy = t % oh;
-    const I p = t / oh;
-    const T* xp = x + p * h * w;
-    if constexpr (!kBilinear) {
-      store(y, i, load(xp, nearest_source<I>(oy, h, oh) * w + nearest_source<I>(ox, w, ow)));
-    } else {
-      const LinearTap<I> th = bilinear_source<I>(oy, h, s.scale_h, s.align_corners);
-      const LinearTap<I> tw = bilinear_source<I>(ox, w, s.scale_w, s.align_corners);
-      auto value = [&](I ih, I iw) { return static_cast<double>(load(xp, ih * w + iw)); };
-      const double lw = __dsub_rn(1.0, tw.lambda), lh = __dsub_rn(1.0, th.lambda);
-      const double top = __dadd_rn(__dmul_rn(lw, value(th.i0, tw.i0)), __dmul_rn(tw.lambda, value(th.i0, tw.i1)));
-      const double bottom = __dadd_rn(__dmul_rn(lw, value(th.i1, tw.i0)), __dmul_rn(tw.lambda, value(th.i1, tw.i1)));
-      store_from_double(y, i, __dadd_rn(__dmul_rn(lh, top), __dmul_rn(th.lambda, bottom)));
-    }
-  }
-}
-
-template <typename T, typename I>
-void launch_resize_typed(const StepLaunch& launch, const ResizeShape& s, bool bilinear) {
-  const T* xp = static_cast<const T*>(launch.inputs.at(0).data);
-  T* yp = static_cast<T*>(launch.outputs.at(0).data);
-  const std::int64_t total = s.planes * s.oh * s.ow;
-  if (bilinear) {
-    resize_kernel<T, I, true><<<grid_for(total), kThreads, 0, launch.stream>>>(xp, yp, s);
-  } else {
-    resize_kernel<T, I, false><<<grid_for(total), kThreads, 0, launch.stream>>>(xp, yp, s);
-  }
-}
-
-void launch_resize(const StepLaunch& launch) {
-  const Dims& x = launch.inputs.at(0).shape;
-  const Dims& y = launch.outputs.at(0).shape;
-  ResizeShape s;
-  s.planes = x[0] * x[1];
-  s.h = x[2];
-  s.w = x[3];
-  s.oh = y[2];
-  s.ow = y[3];
-  s.align_corners = launch.attrs->get_bool("align_corners", false);
-  s.scale_h = bilinear_scale(s.h, s.oh, s.align_corners);
-  s.scale_w = bilinear_scale(s.w, s.ow, s.align_corners);
-  const bool bilinear = launch.attrs->get_string("mode") == "bilinear";
-  const std::int64_t total = s.planes * s.oh * s.ow;
-  if (total == 0) return;
-  // nearest_source multiplies dst by in / out and in % out (each below in): products below out · in.
-  const bool index32 = total <= kMaxIndex32 && s.planes * s.h * s.w <= kMaxIndex32 && s.oh * s.h <= kMaxIndex32 &&
-                       s.ow * s.w <= kMaxIndex32;
-  const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if (index32) {
-      launch_resize_typed<T, std::int32_t>(launch, s, bilinear);
-    } else {
-      launch_resize_typed<T, std::int64_t>(launch, s, bilinear);
-    }
-  });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA resize kernel");
-  check_launch(launch);
+  const AlgoChoice choice = choose_algo<ForwardAlgos>(launch, handle.get(), d, kCudnnWorkspaceBytes);
+  return choice.use_cudnn ? choice.workspace_bytes : 0;
 }
 
 // ---- supports ----
-
-bool has_input(const graph::Layer& layer, std::size_t i) { return i < layer.inputs.size() && layer.inputs[i] >= 0; }
-
-// Every present input and the output have dtype kDtype; x (input 0) has a rank in [min_rank, max_rank].
-template <DataType kDtype>
-bool all_dtype(const graph::Graph& graph, const graph::Layer& layer, int min_rank, int max_rank) {
-  if (!has_input(layer, 0) || layer.outputs.size() != 1) return false;
-  for (std::size_t i = 0; i < layer.inputs.size(); ++i) {
-    if (has_input(layer, i) && graph.tensor(layer.inputs[i]).dtype != kDtype) return false;
-  }
-  if (graph.tensor(layer.outputs[0]).dtype != kDtype) return false;
-  const auto rank = static_cast<int>(graph.tensor(layer.inputs[0]).shape.size());
-  return rank >= min_rank && rank <= max_rank;
-}
 
 std::string layer_string(const graph::Layer& layer, const char* name, const char* fallback) {
   return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string(name, fallback);
 }
 bool layer_channels_last(const graph::Layer& layer) { return layer_string(layer, "layout", "nchw") == "nhwc"; }
 bool layer_fused(const graph::Layer& layer) {
-  return layer_string(layer, "activation", "none") != "none" || has_input(layer, 3);
+  return layer_string(layer, "activation", "none") != "none" || has_tensor(layer, 3);
 }
 
 // cuDNN runs channels first and (f16, bf16, f32) channels last, with or without a fused epilogue.
@@ -1385,7 +742,7 @@ bool supports_conv(const graph::Graph& graph, const graph::Layer& layer, Precisi
   if (layer_channels_last(layer) && (kDtype == DataType::kF64 || graph.tensor(layer.inputs[0]).shape.size() != 4)) {
     return false;
   }
-  return has_input(layer, 1) && all_dtype<kDtype>(graph, layer, 3, 4);
+  return has_tensor(layer, 1) && all_dtype<kDtype>(graph, layer, 3, 4);
 }
 // The direct kernel: channels first, no fused epilogue (it runs behind cuDNN for those).
 template <DataType kDtype>
@@ -1395,65 +752,25 @@ bool supports_conv_direct(const graph::Graph& graph, const graph::Layer& layer, 
 
 template <DataType kDtype>
 bool supports_conv_transpose(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  return has_input(layer, 1) && all_dtype<kDtype>(graph, layer, 4, 4);
-}
-
-template <DataType kDtype>
-bool supports_pool(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  return all_dtype<kDtype>(graph, layer, 4, 4);
-}
-
-template <DataType kDtype>
-bool supports_global_avg_pool(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  return all_dtype<kDtype>(graph, layer, 3, INT_MAX);
-}
-
-template <DataType kDtype>
-bool supports_resize(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  if (!all_dtype<kDtype>(graph, layer, 4, 4)) return false;
-  const auto mode = layer.attrs.find("mode");
-  if (mode == layer.attrs.end()) return false;
-  const auto* text = std::get_if<std::string>(&mode->second);
-  return text != nullptr && (*text == "nearest" || *text == "bilinear");
+  return has_tensor(layer, 1) && all_dtype<kDtype>(graph, layer, 4, 4);
 }
 
 }  // namespace
-
-// Entries of an op for the four float dtypes; the tags name the arithmetic of f32 and of f16/bf16 ("" or "f64math_").
-#define TENSORACLE_CONV_ENTRIES(OP, F32_TAG, NARROW_TAG, VARIANT, SUPPORTS, LAUNCH, WORKSPACE, WORKSPACE_FOR)       \
-  KernelEntry{OP "_f32_" F32_TAG VARIANT, OP, SUPPORTS<DataType::kF32>, LAUNCH, WORKSPACE, WORKSPACE_FOR},          \
-      KernelEntry{OP "_f16_" NARROW_TAG VARIANT, OP, SUPPORTS<DataType::kF16>, LAUNCH, WORKSPACE, WORKSPACE_FOR},   \
-      KernelEntry{OP "_bf16_" NARROW_TAG VARIANT, OP, SUPPORTS<DataType::kBF16>, LAUNCH, WORKSPACE, WORKSPACE_FOR}, \
-      KernelEntry {                                                                                                 \
-    OP "_f64_" VARIANT, OP, SUPPORTS<DataType::kF64>, LAUNCH, WORKSPACE, WORKSPACE_FOR                              \
-  }
 
 void register_convolution_kernels(std::vector<KernelEntry>& kernels) {
   const std::size_t ws = kCudnnWorkspaceBytes;
   const std::vector<KernelEntry> entries = {
       // conv: cuDNN first (f32 on FMA kernels unless Precision::kTf32), then the direct kernel.
-      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "cudnn", supports_conv, &launch_conv_cudnn<false>, ws,
-                              conv_workspace),
-      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "direct", supports_conv_direct, &launch_conv_direct, 0, nullptr),
+      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "cudnn", supports_conv, prepare_conv_cudnn<false>,
+                              launch_conv_cudnn<false>, ws, conv_workspace),
+      TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "direct", supports_conv_direct, prepare_conv_direct<false>,
+                              launch_conv_direct, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("conv_transpose2d", "", "f32math_", "cudnn", supports_conv_transpose,
-                              &launch_conv_cudnn<true>, ws, nullptr),
+                              prepare_conv_cudnn<true>, launch_conv_cudnn<true>, ws, nullptr),
       TENSORACLE_CONV_ENTRIES("conv_transpose2d", "", "f32math_", "direct", supports_conv_transpose,
-                              &launch_conv_transpose_direct, 0, nullptr),
-      // pooling: cuDNN and the direct kernels, timed against each other
-      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "cudnn", supports_pool, &launch_pool_cudnn<true>, 0, nullptr),
-      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, &launch_pool<true>, 0, nullptr),
-      TENSORACLE_CONV_ENTRIES("avg_pool2d", "", "f32math_", "cudnn", supports_pool, &launch_pool_cudnn<false>, 0,
-                              nullptr),
-      // averages and bilinear weights are computed in f64, as the CPU reference does
-      TENSORACLE_CONV_ENTRIES("avg_pool2d", "f64math_", "f64math_", "direct", supports_pool, &launch_pool<false>, 0,
-                              nullptr),
-      TENSORACLE_CONV_ENTRIES("global_avg_pool", "f64math_", "f64math_", "direct", supports_global_avg_pool,
-                              &launch_global_avg_pool, 0, nullptr),
-      TENSORACLE_CONV_ENTRIES("resize", "f64math_", "f64math_", "direct", supports_resize, &launch_resize, 0, nullptr),
+                              prepare_conv_direct<true>, launch_conv_direct, 0, nullptr),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }
-
-#undef TENSORACLE_CONV_ENTRIES
 
 }  // namespace tensoracle::cuda

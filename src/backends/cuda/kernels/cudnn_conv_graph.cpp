@@ -1,7 +1,8 @@
 // cuDNN backend-API plans for a forward convolution with its fused epilogue: the operation graph
-// conv → (+ bias) → (+ residual) → (relu), heuristics mode A, the first usable engine configuration finalized once.
-// The legacy cudnnConvolution*Forward calls rebuild that plan inside cuDNN on every call (hundreds of microseconds of
-// host time per launch on cuDNN 9); here a launch costs one cudnnBackendExecute.
+// conv → (+ bias) → (+ residual) → (relu), heuristics mode A, the first usable engine configuration finalized once,
+// when the step is prepared. The legacy cudnnConvolution*Forward calls rebuild that plan inside cuDNN on every call
+// (hundreds of microseconds of host time per launch on cuDNN 9); here a launch costs one cudnnBackendExecute (and, when
+// its pointers differ from the last launch's, a new variant pack).
 #include "backends/cuda/kernels/cudnn_conv_graph.hpp"
 
 #include <utility>
@@ -249,29 +250,29 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
 }
 
 cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const void* w, const void* bias,
-                                     const void* residual, void* y, void* workspace) {
+                                     const void* residual, void* y, void* workspace) const {
   const std::array<const void*, 6> pointers = {x, w, bias, residual, y, workspace};
   if (variant_pack_ == nullptr || pointers != bound_) {
     if (variant_pack_ != nullptr) {
       cudnnBackendDestroyDescriptor(variant_pack_);
       variant_pack_ = nullptr;
     }
-    std::vector<std::int64_t> uids = {kX, kW, kY};
-    std::vector<void*> data = {const_cast<void*>(x), const_cast<void*>(w), y};
+    std::array<std::int64_t, 5> uids = {kX, kW, kY};
+    std::array<void*, 5> data = {const_cast<void*>(x), const_cast<void*>(w), y};
+    std::size_t count = 3;
     if (bias_) {
-      uids.push_back(kBias);
-      data.push_back(const_cast<void*>(bias));
+      uids[count] = kBias;
+      data[count++] = const_cast<void*>(bias);
     }
     if (residual_) {
-      uids.push_back(kResidual);
-      data.push_back(const_cast<void*>(residual));
+      uids[count] = kResidual;
+      data[count++] = const_cast<void*>(residual);
     }
     Builder b;
     Desc pack = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    b.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
-          static_cast<std::int64_t>(uids.size()));
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), static_cast<std::int64_t>(count));
     b.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data.data(),
-          static_cast<std::int64_t>(data.size()));
+          static_cast<std::int64_t>(count));
     b.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, workspace);
     b.finalize(pack);
     if (!b.ok()) return b.status;

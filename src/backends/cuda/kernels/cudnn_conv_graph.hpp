@@ -25,9 +25,10 @@ struct ConvGraphProblem {
 
 class ConvGraphPlan {
  public:
-  // The first engine configuration of cuDNN's heuristics (mode A) that is deterministic, not FFT based, finalizes
-  // and needs at most workspace_limit bytes; nullptr when cuDNN has none or refuses the graph (the caller then runs
-  // the legacy API, which has its own fallbacks).
+  // The operation graph and, finalized, the first engine configuration of cuDNN's heuristics (mode A) that is
+  // deterministic, not FFT based, finalizes and needs at most workspace_limit bytes; nullptr when cuDNN has none or
+  // refuses the graph (the caller then runs the legacy API, which has its own fallbacks). Built when a step is
+  // prepared, on the handle it will execute on (the execution context's).
   static std::unique_ptr<ConvGraphPlan> build(cudnnHandle_t handle, const ConvGraphProblem& problem,
                                               std::size_t workspace_limit);
   ConvGraphPlan(const ConvGraphPlan&) = delete;
@@ -35,15 +36,17 @@ class ConvGraphPlan {
   ~ConvGraphPlan();
 
   std::size_t workspace_bytes() const { return workspace_; }
-  // Runs the plan on handle's stream; the variant pack is rebuilt only when a pointer changed. Absent parts: nullptr.
+  // Runs the plan on handle's stream (the handle it was built with). Absent parts: nullptr. The variant pack, which
+  // binds the pointers, is built on the first call and again only when a pointer differs from the last call's; it is
+  // the one thing a call changes, hence const with mutable members (one thread at a time, as the execution context).
   cudnnStatus_t execute(cudnnHandle_t handle, const void* x, const void* w, const void* bias, const void* residual,
-                        void* y, void* workspace);
+                        void* y, void* workspace) const;
 
  private:
   ConvGraphPlan() = default;
   cudnnBackendDescriptor_t plan_ = nullptr;
-  cudnnBackendDescriptor_t variant_pack_ = nullptr;
-  std::array<const void*, 6> bound_{};  // x, w, bias, residual, y, workspace of variant_pack_
+  mutable cudnnBackendDescriptor_t variant_pack_ = nullptr;
+  mutable std::array<const void*, 6> bound_{};  // x, w, bias, residual, y, workspace of variant_pack_
   bool bias_ = false, residual_ = false;
   std::size_t workspace_ = 0;
 };

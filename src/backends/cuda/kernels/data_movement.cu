@@ -1,9 +1,11 @@
 // CUDA kernels of the data_movement family (reshape, transpose, slice, concat, split, gather, expand, pad), any dtype.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
@@ -16,15 +18,12 @@ using namespace kernels;  // NOLINT(google-build-using-namespace): the shared he
 
 std::int64_t normalize_axis(std::int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
-// The widest word (16, 8, 4, 2 or 1 bytes) dividing every byte count and address given.
-std::size_t widest_word(const std::vector<std::int64_t>& byte_counts, const std::vector<const void*>& pointers) {
+// The widest word (16, 8, 4, 2 or 1 bytes) dividing every byte count given.
+std::size_t widest_word(const std::vector<std::int64_t>& byte_counts) {
   std::size_t word = 16;
   auto fits = [&](std::size_t w) {
     for (std::int64_t b : byte_counts) {
       if (b % static_cast<std::int64_t>(w) != 0) return false;
-    }
-    for (const void* p : pointers) {
-      if (reinterpret_cast<std::uintptr_t>(p) % w != 0) return false;
     }
     return true;
   };
@@ -32,14 +31,25 @@ std::size_t widest_word(const std::vector<std::int64_t>& byte_counts, const std:
   return word;
 }
 
+// Word widths are planned at prepare from the byte counts (widest_word); the launch narrows the planned width by the
+// addresses it binds (address_word), which gives the widest word dividing the counts and the addresses together (a
+// power of two divides them all exactly when it divides each). The plans of every width a launch can pick are kept
+// by slot: 1, 2, 4, 8 and 16 bytes.
+constexpr int kWordSlots = 5;
+
+int word_slot(std::size_t word) { return word >= 16 ? 4 : word >= 8 ? 3 : word >= 4 ? 2 : word >= 2 ? 1 : 0; }
+
+// The widest word (up to 16 bytes) dividing the address.
+std::size_t address_word(const void* p) { return pointer_alignment(p, 16); }
+
 void copy_bytes(const StepLaunch& launch, void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
   TENSORACLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, launch.stream), layer_name(launch));
 }
 
-// Division by a divisor fixed at launch. int32 numerators (in [0, 2^31)) take a multiply-high and a shift
-// (Granlund-Montgomery: mul = ceil(2^(31 + l) / d) with l = ceil(log2 d), exact for every numerator below 2^31);
-// int64 numerators divide.
+// Division by a divisor fixed when the step is prepared. int32 numerators (in [0, 2^31)) take a multiply-high and a
+// shift (Granlund-Montgomery: mul = ceil(2^(31 + l) / d) with l = ceil(log2 d), exact for every numerator below
+// 2^31); int64 numerators divide.
 template <typename Index>
 struct Divisor;
 
@@ -80,32 +90,55 @@ __global__ void copy_words_kernel(const W* src, W* dst, Index n) {
 }
 
 // A contiguous copy: 16-byte words in a kernel when the size and both addresses allow it, else cudaMemcpyAsync.
-void copy_contiguous(const StepLaunch& launch, void* dst, const void* src, std::size_t bytes) {
-  if (bytes == 0 || dst == src) return;
-  if (widest_word({static_cast<std::int64_t>(bytes)}, {dst, src}) != 16) {
-    copy_bytes(launch, dst, src, bytes);
+struct ContiguousCopy {
+  std::size_t bytes = 0;
+  bool whole_words = false;  // bytes is a multiple of 16 (the addresses are tested at launch)
+  std::int64_t words = 0;
+  bool index32 = true;
+  unsigned grid = 1;
+};
+
+ContiguousCopy plan_contiguous(std::size_t bytes) {
+  ContiguousCopy plan;
+  plan.bytes = bytes;
+  plan.whole_words = widest_word({static_cast<std::int64_t>(bytes)}) == 16;
+  plan.words = static_cast<std::int64_t>(bytes / 16);
+  plan.index32 = fits_index32(plan.words);
+  plan.grid = grid_for(plan.words);
+  return plan;
+}
+
+void copy_contiguous(const StepLaunch& launch, const ContiguousCopy& plan, void* dst, const void* src) {
+  if (plan.bytes == 0 || dst == src) return;
+  if (!plan.whole_words || address_word(dst) != 16 || address_word(src) != 16) {
+    copy_bytes(launch, dst, src, plan.bytes);
     return;
   }
-  const auto n = static_cast<std::int64_t>(bytes / 16);
-  if (fits_index32(n)) {
-    copy_words_kernel<uint4, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-        static_cast<const uint4*>(src), static_cast<uint4*>(dst), static_cast<std::int32_t>(n));
+  if (plan.index32) {
+    copy_words_kernel<uint4, std::int32_t><<<plan.grid, kThreads, 0, launch.stream>>>(
+        static_cast<const uint4*>(src), static_cast<uint4*>(dst), static_cast<std::int32_t>(plan.words));
   } else {
-    copy_words_kernel<uint4, std::int64_t>
-        <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), n);
+    copy_words_kernel<uint4, std::int64_t><<<plan.grid, kThreads, 0, launch.stream>>>(
+        static_cast<const uint4*>(src), static_cast<uint4*>(dst), plan.words);
   }
   check_launch(launch);
 }
 
 // ---- reshape, squeeze, unsqueeze: the row-major element order is unchanged ----
 
-void launch_same_order(const StepLaunch& launch) {
+ContiguousCopy prepare_same_order(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
   const std::int64_t n = volume(out.shape);
   if (n != volume(x.shape)) launch.attrs->fail("internal error: the output holds a different number of elements");
-  if (out.data == x.data) return;  // the memory plan made the output an alias of the input
-  copy_contiguous(launch, out.data, x.data, static_cast<std::size_t>(n) * element_size(out.dtype));
+  return plan_contiguous(static_cast<std::size_t>(n) * element_size(out.dtype));
+}
+
+void launch_same_order(const StepLaunch& launch, const ContiguousCopy& plan) {
+  const void* x = launch.inputs.at(0).data;
+  void* out = launch.outputs.at(0).data;
+  if (out == x) return;  // the memory plan made the output an alias of the input
+  copy_contiguous(launch, plan, out, x);
 }
 
 // ---- strided gathers: transpose, slice, expand ----
@@ -196,88 +229,147 @@ bool is_matrix_transpose(const StridePlan<1>& plan, std::int64_t& batches, std::
   return true;
 }
 
+// strided_copy_kernel's arguments at one word width: the word count, the input base and the indexer, in words.
+template <typename Index>
+struct StridedWords {
+  Index n;
+  Index base;
+  WordIndexer<Index> ix;
+};
+
+struct StridedCopyPlan {
+  bool empty = false;
+  std::size_t element = 0;
+  // The tile transpose (when the merged axes are a matrix transpose), in elements.
+  bool tiled = false;
+  dim3 tile_grid;
+  std::int64_t batches = 0, rows = 0, cols = 0, base = 0;
+  // Else one thread per word: words as wide as max_word when the innermost axis is contiguous in the input (what its
+  // runs, the strides and the base allow; the element otherwise), narrowed at launch by the addresses.
+  std::size_t max_word = 0;
+  struct Words {
+    unsigned grid = 1;
+    std::variant<StridedWords<std::int32_t>, StridedWords<std::int64_t>> args;  // int32 when every offset fits
+  };
+  std::array<Words, kWordSlots> words;  // by word_slot, the widths from the element to max_word
+};
+
 // `strides` are per output axis, in elements of the input; `input_elements` bounds every offset.
-void launch_strided_copy(const StepLaunch& launch, const std::vector<std::int64_t>& strides, std::int64_t base,
-                         std::int64_t input_elements) {
-  const DeviceTensor& x = launch.inputs.at(0);
+StridedCopyPlan plan_strided_copy(const StepLaunch& launch, const std::vector<std::int64_t>& strides, std::int64_t base,
+                                  std::int64_t input_elements) {
   const DeviceTensor& out = launch.outputs.at(0);
-  std::int64_t n = volume(out.shape);
-  if (n == 0) return;
-  StridePlan<1> plan;
-  if (!make_stride_plan<1>(out.shape.values(), {strides}, plan)) {
+  StridedCopyPlan plan;
+  const std::int64_t n = volume(out.shape);
+  if (n == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  StridePlan<1> merged;
+  if (!make_stride_plan<1>(out.shape.values(), {strides}, merged)) {
     launch.attrs->fail("the CUDA kernel handles at most 8 axes that can't be merged");
   }
   const std::size_t element = element_size(out.dtype);
   const auto e = static_cast<std::int64_t>(element);
-  const int rank = plan.rank;
+  const int rank = merged.rank;
+  // Every dtype has an element size of 1, 2, 4 or 8 bytes.
+  if (!dispatch_element_word(element, [](auto /*tag*/) {})) {
+    launch.attrs->fail("unsupported element size for the CUDA kernel");
+  }
+  plan.element = element;
 
-  std::int64_t batches = 0, rows = 0, cols = 0;
-  if (is_matrix_transpose(plan, batches, rows, cols)) {
-    const bool handled = dispatch_element_word(element, [&](auto tag) {
-      using W = typename decltype(tag)::type;
-      const std::int64_t tiles_r = (rows + kTile - 1) / kTile;
-      const std::int64_t tiles_c = (cols + kTile - 1) / kTile;
-      const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(tiles_c, kMaxGridBlocks)),
-                      static_cast<unsigned>(std::min<std::int64_t>(tiles_r, 65535)),
-                      static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
-      transpose_tiled_kernel<W><<<grid, dim3(kTile, kTileRows), 0, launch.stream>>>(
-          static_cast<const W*>(x.data) + base, static_cast<W*>(out.data), batches, rows, cols);
-      check_launch(launch);
-    });
-    if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
-    return;
+  if (is_matrix_transpose(merged, plan.batches, plan.rows, plan.cols)) {
+    plan.tiled = true;
+    plan.base = base;
+    const std::int64_t tiles_r = (plan.rows + kTile - 1) / kTile;
+    const std::int64_t tiles_c = (plan.cols + kTile - 1) / kTile;
+    plan.tile_grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles_c, kMaxGridBlocks)),
+                          static_cast<unsigned>(std::min<std::int64_t>(tiles_r, 65535)),
+                          static_cast<unsigned>(std::min<std::int64_t>(plan.batches, 65535)));
+    return plan;
   }
 
   // Move whole words of the innermost axis when it is contiguous in the input and every run starts on a word.
-  std::size_t word = element;
-  if (rank > 0 && plan.strides[0][rank - 1] == 1) {
-    std::vector<std::int64_t> byte_counts = {plan.dims[rank - 1] * e, base * e};
-    for (int a = 0; a + 1 < rank; ++a) byte_counts.push_back(plan.strides[0][a] * e);
-    word = std::max(element, widest_word(byte_counts, {x.data, out.data}));
+  plan.max_word = element;
+  if (rank > 0 && merged.strides[0][rank - 1] == 1) {
+    std::vector<std::int64_t> byte_counts = {merged.dims[rank - 1] * e, base * e};
+    for (int a = 0; a + 1 < rank; ++a) byte_counts.push_back(merged.strides[0][a] * e);
+    plan.max_word = std::max(element, widest_word(byte_counts));
   }
-  const auto ratio = static_cast<std::int64_t>(word / element);
-  if (ratio > 1) {
-    plan.dims[rank - 1] /= ratio;
-    for (int a = 0; a + 1 < rank; ++a) plan.strides[0][a] /= ratio;
-    base /= ratio;
-    n /= ratio;
-  }
-  const std::int64_t extent = std::max(n, input_elements);  // in elements: a bound on words too
-  auto run = [&](auto index) {
-    using Index = decltype(index);
-    WordIndexer<Index> ix{};
-    ix.rank = rank;
-    for (int a = 0; a < kMaxRank; ++a) {
-      ix.dims[a] = Divisor<Index>(a < rank ? plan.dims[a] : 1);
-      ix.strides[a] = static_cast<Index>(a < rank ? plan.strides[0][a] : 0);
+  for (std::size_t word = element; word <= plan.max_word; word *= 2) {
+    const auto ratio = static_cast<std::int64_t>(word / element);
+    StridePlan<1> w = merged;
+    std::int64_t words = n;
+    std::int64_t word_base = base;
+    if (ratio > 1) {
+      w.dims[rank - 1] /= ratio;
+      for (int a = 0; a + 1 < rank; ++a) w.strides[0][a] /= ratio;
+      word_base /= ratio;
+      words /= ratio;
     }
-    dispatch_word(word, [&](auto tag) {
-      using W = typename decltype(tag)::type;
-      strided_copy_kernel<W, Index>
-          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const W*>(x.data), static_cast<W*>(out.data),
-                                                        static_cast<Index>(n), static_cast<Index>(base), ix);
-      check_launch(launch);
-    });
-  };
-  if (fits_index32(extent)) {
-    run(std::int32_t{0});
-  } else {
-    run(std::int64_t{0});
+    const std::int64_t extent = std::max(words, input_elements);  // in elements: a bound on words too
+    StridedCopyPlan::Words& slot = plan.words[static_cast<std::size_t>(word_slot(word))];
+    slot.grid = grid_for(words);
+    auto make = [&](auto index) {
+      using Index = decltype(index);
+      StridedWords<Index> args{};
+      args.n = static_cast<Index>(words);
+      args.base = static_cast<Index>(word_base);
+      args.ix.rank = rank;
+      for (int a = 0; a < kMaxRank; ++a) {
+        args.ix.dims[a] = Divisor<Index>(a < rank ? w.dims[a] : 1);
+        args.ix.strides[a] = static_cast<Index>(a < rank ? w.strides[0][a] : 0);
+      }
+      slot.args = args;
+    };
+    if (fits_index32(extent)) {
+      make(std::int32_t{0});
+    } else {
+      make(std::int64_t{0});
+    }
   }
+  return plan;
 }
 
-void launch_transpose(const StepLaunch& launch) {
+void launch_strided_copy(const StepLaunch& launch, const StridedCopyPlan& plan) {
+  if (plan.empty) return;
+  const void* x = launch.inputs.at(0).data;
+  void* out = launch.outputs.at(0).data;
+  if (plan.tiled) {
+    dispatch_element_word(plan.element, [&](auto tag) {
+      using W = typename decltype(tag)::type;
+      transpose_tiled_kernel<W><<<plan.tile_grid, dim3(kTile, kTileRows), 0, launch.stream>>>(
+          static_cast<const W*>(x) + plan.base, static_cast<W*>(out), plan.batches, plan.rows, plan.cols);
+      check_launch(launch);
+    });
+    return;
+  }
+  const std::size_t word = std::max(plan.element, std::min({plan.max_word, address_word(x), address_word(out)}));
+  const StridedCopyPlan::Words& slot = plan.words[static_cast<std::size_t>(word_slot(word))];
+  std::visit(
+      [&](const auto& args) {
+        using Index = decltype(args.n);
+        dispatch_word(word, [&](auto tag) {
+          using W = typename decltype(tag)::type;
+          strided_copy_kernel<W, Index><<<slot.grid, kThreads, 0, launch.stream>>>(
+              static_cast<const W*>(x), static_cast<W*>(out), args.n, args.base, args.ix);
+          check_launch(launch);
+        });
+      },
+      slot.args);
+}
+
+StridedCopyPlan prepare_transpose(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const auto perm = launch.attrs->get_ints("perm");
   const auto in_strides = row_major_strides(x.shape);
   std::vector<std::int64_t> strides;  // input stride of each output axis
   for (auto p : perm) strides.push_back(in_strides.at(static_cast<std::size_t>(normalize_axis(p, x.shape.rank()))));
-  launch_strided_copy(launch, strides, 0, volume(x.shape));
+  return plan_strided_copy(launch, strides, 0, volume(x.shape));
 }
 
 // ONNX slicing as the CPU reference resolves it: a negative start counts from the end, then it is clamped to [0, d]
 // (step > 0) or [0, d - 1] (step < 0); the output shape gives the count.
-void launch_slice(const StepLaunch& launch) {
+StridedCopyPlan prepare_slice(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
   const int rank = x.shape.rank();
@@ -306,12 +398,12 @@ void launch_slice(const StepLaunch& launch) {
     if (out.shape[a] > 1) strides[ua] = step[ua] * in_strides[ua];
     if (out.shape[a] > 0) base += first[ua] * in_strides[ua];
   }
-  launch_strided_copy(launch, strides, base, volume(x.shape));
+  return plan_strided_copy(launch, strides, base, volume(x.shape));
 }
 
-void launch_expand(const StepLaunch& launch) {
+StridedCopyPlan prepare_expand(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
-  launch_strided_copy(launch, broadcast_strides(x.shape, launch.outputs.at(0).shape), 0, volume(x.shape));
+  return plan_strided_copy(launch, broadcast_strides(x.shape, launch.outputs.at(0).shape), 0, volume(x.shape));
 }
 
 // ---- concat and split: runs of rows copied between pitched layouts ----
@@ -357,81 +449,140 @@ __global__ void parts_copy_kernel(W* whole, Index n, PartList<W, Index> p) {
   }
 }
 
-// Copies between `whole` (`outer` rows `pitch` elements of `element` bytes apart) and `parts` (part k is
-// [outer, runs[k]], at column sum(runs[<k]) of each row of `whole`): kSplit copies whole -> parts, else parts -> whole.
-template <bool kSplit>
-void copy_parts(const StepLaunch& launch, void* whole, const std::vector<void*>& parts,
-                const std::vector<std::int64_t>& runs, std::int64_t outer, std::int64_t pitch, std::size_t element) {
-  std::int64_t span = 0;
-  for (std::int64_t r : runs) span += r;
-  if (outer == 0 || span == 0) return;
-  const auto e = static_cast<std::int64_t>(element);
-  std::vector<std::int64_t> byte_counts = {pitch * e};
-  std::vector<const void*> pointers = {whole};
-  for (std::size_t k = 0; k < parts.size(); ++k) {
-    if (runs[k] == 0) continue;  // never dereferenced
-    byte_counts.push_back(runs[k] * e);
-    pointers.push_back(parts[k]);
-  }
-  const std::size_t word = std::max(element, widest_word(byte_counts, pointers));
-  const auto ratio = static_cast<std::int64_t>(word / element);
-  const std::int64_t n = outer * span / ratio;
-  auto run = [&](auto index) {
-    using Index = decltype(index);
-    dispatch_word(word, [&](auto tag) {
-      using W = typename decltype(tag)::type;
-      PartList<W, Index> list{};
-      list.count = static_cast<int>(parts.size());
-      list.span = Divisor<Index>(span / ratio);
-      list.pitch = static_cast<Index>(pitch / ratio);
-      Index start = 0;
-      for (std::size_t k = 0; k < parts.size(); ++k) {
-        list.start[k] = start;
-        list.parts[k] = static_cast<W*>(parts[k]);
-        start += static_cast<Index>(runs[k] / ratio);
-      }
-      for (std::size_t k = parts.size(); k <= static_cast<std::size_t>(kMaxParts); ++k) list.start[k] = start;
-      parts_copy_kernel<W, Index, kSplit>
-          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<W*>(whole), static_cast<Index>(n), list);
-      check_launch(launch);
-    });
+// The part lists of every word and index type; a prepared list has its parts' addresses filled at launch.
+using AnyPartList = std::variant<PartList<std::uint8_t, std::int32_t>, PartList<std::uint8_t, std::int64_t>,
+                                 PartList<std::uint16_t, std::int32_t>, PartList<std::uint16_t, std::int64_t>,
+                                 PartList<std::uint32_t, std::int32_t>, PartList<std::uint32_t, std::int64_t>,
+                                 PartList<std::uint64_t, std::int32_t>, PartList<std::uint64_t, std::int64_t>,
+                                 PartList<uint4, std::int32_t>, PartList<uint4, std::int64_t>>;
+
+// One launch of parts_copy_kernel: up to kMaxParts parts from part `first` on, copied between the whole (rows of
+// `pitch` elements, the group's columns starting `whole_offset` bytes into each row) and the parts (part k is
+// [outer, runs[k]], at column sum(runs[<k]) of the group's columns).
+struct PartsGroup {
+  std::size_t first = 0;
+  std::int64_t whole_offset = 0;
+  // The parts of a nonempty run: their addresses narrow the word (the others are never dereferenced).
+  std::array<bool, kMaxParts> addressed{};
+  std::size_t max_word = 0;  // what the row pitch and the runs allow
+  struct Words {
+    unsigned grid = 1;
+    std::int64_t n = 0;  // words to copy
+    AnyPartList list;    // in the word's type and the index type (int32 when every offset fits)
   };
-  if (fits_index32(outer * pitch)) {
-    run(std::int32_t{0});
-  } else {
-    run(std::int64_t{0});
+  std::array<Words, kWordSlots> words;  // by word_slot, the widths from the element to max_word
+};
+
+struct PartsPlan {
+  std::size_t element = 0;
+  std::vector<PartsGroup> groups;  // one launch per kMaxParts parts; a group without rows or columns has none
+};
+
+template <typename W, typename Index>
+PartList<W, Index> make_part_list(const std::vector<std::int64_t>& runs, std::int64_t span, std::int64_t pitch,
+                                  std::int64_t ratio) {
+  PartList<W, Index> list{};
+  list.count = static_cast<int>(runs.size());
+  list.span = Divisor<Index>(span / ratio);
+  list.pitch = static_cast<Index>(pitch / ratio);
+  Index start = 0;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    list.start[k] = start;
+    start += static_cast<Index>(runs[k] / ratio);
   }
+  for (std::size_t k = runs.size(); k <= static_cast<std::size_t>(kMaxParts); ++k) list.start[k] = start;
+  return list;
 }
 
 // `whole` is the concat output or the split input; one launch per kMaxParts parts.
-template <bool kSplit>
-void launch_parts(const StepLaunch& launch, const DeviceTensor& whole, const std::vector<DeviceTensor>& parts) {
+PartsPlan plan_parts(const StepLaunch& launch, const DeviceTensor& whole, const std::vector<DeviceTensor>& parts) {
   const int rank = whole.shape.rank();
   const auto axis = static_cast<int>(normalize_axis(launch.attrs->get_int("axis"), rank));
   const std::int64_t outer = volume(whole.shape, 0, axis);
   const std::int64_t inner = volume(whole.shape, axis + 1, rank);
   const std::int64_t pitch = whole.shape[axis] * inner;
-  const auto e = static_cast<std::int64_t>(element_size(whole.dtype));
+  const std::size_t element = element_size(whole.dtype);
+  const auto e = static_cast<std::int64_t>(element);
+  PartsPlan plan;
+  plan.element = element;
   std::int64_t offset = 0;  // elements of a row of the whole before the current group
   for (std::size_t first = 0; first < parts.size(); first += kMaxParts) {
     const std::size_t last = std::min(parts.size(), first + kMaxParts);
-    std::vector<void*> pointers;
     std::vector<std::int64_t> runs;
     std::int64_t span = 0;
     for (std::size_t k = first; k < last; ++k) {
-      pointers.push_back(parts[k].data);
       runs.push_back(parts[k].shape[axis] * inner);
       span += runs.back();
     }
-    copy_parts<kSplit>(launch, static_cast<std::byte*>(whole.data) + offset * e, pointers, runs, outer, pitch,
-                       static_cast<std::size_t>(e));
+    PartsGroup group;
+    group.first = first;
+    group.whole_offset = offset * e;
     offset += span;
+    if (outer == 0 || span == 0) continue;
+    std::vector<std::int64_t> byte_counts = {pitch * e};
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      if (runs[k] == 0) continue;  // never dereferenced
+      byte_counts.push_back(runs[k] * e);
+      group.addressed[k] = true;
+    }
+    group.max_word = std::max(element, widest_word(byte_counts));
+    const bool index32 = fits_index32(outer * pitch);
+    for (std::size_t word = element; word <= group.max_word; word *= 2) {
+      const auto ratio = static_cast<std::int64_t>(word / element);
+      PartsGroup::Words& slot = group.words[static_cast<std::size_t>(word_slot(word))];
+      slot.n = outer * span / ratio;
+      slot.grid = grid_for(slot.n);
+      dispatch_word(word, [&](auto tag) {
+        using W = typename decltype(tag)::type;
+        if (index32) {
+          slot.list = make_part_list<W, std::int32_t>(runs, span, pitch, ratio);
+        } else {
+          slot.list = make_part_list<W, std::int64_t>(runs, span, pitch, ratio);
+        }
+      });
+    }
+    plan.groups.push_back(group);
+  }
+  return plan;
+}
+
+// kSplit copies whole -> parts, else parts -> whole; `parts` are the group's.
+template <bool kSplit, typename W, typename Index>
+void copy_parts(const StepLaunch& launch, void* whole, const DeviceTensor* parts, const PartsGroup::Words& slot,
+                PartList<W, Index> list) {
+  for (int k = 0; k < list.count; ++k) list.parts[k] = static_cast<W*>(parts[k].data);
+  parts_copy_kernel<W, Index, kSplit>
+      <<<slot.grid, kThreads, 0, launch.stream>>>(static_cast<W*>(whole), static_cast<Index>(slot.n), list);
+  check_launch(launch);
+}
+
+template <bool kSplit>
+void launch_parts(const StepLaunch& launch, const PartsPlan& plan, void* whole,
+                  const std::vector<DeviceTensor>& parts) {
+  for (const PartsGroup& group : plan.groups) {
+    void* group_whole = static_cast<std::byte*>(whole) + group.whole_offset;
+    const DeviceTensor* group_parts = parts.data() + group.first;
+    std::size_t word = std::min(group.max_word, address_word(group_whole));
+    for (int k = 0; k < kMaxParts; ++k) {
+      if (group.addressed[static_cast<std::size_t>(k)]) word = std::min(word, address_word(group_parts[k].data));
+    }
+    word = std::max(plan.element, word);
+    const PartsGroup::Words& slot = group.words[static_cast<std::size_t>(word_slot(word))];
+    std::visit([&](const auto& list) { copy_parts<kSplit>(launch, group_whole, group_parts, slot, list); }, slot.list);
   }
 }
 
-void launch_concat(const StepLaunch& launch) { launch_parts<false>(launch, launch.outputs.at(0), launch.inputs); }
+PartsPlan prepare_concat(const StepLaunch& launch) { return plan_parts(launch, launch.outputs.at(0), launch.inputs); }
 
-void launch_split(const StepLaunch& launch) { launch_parts<true>(launch, launch.inputs.at(0), launch.outputs); }
+void launch_concat(const StepLaunch& launch, const PartsPlan& plan) {
+  launch_parts<false>(launch, plan, launch.outputs.at(0).data, launch.inputs);
+}
+
+PartsPlan prepare_split(const StepLaunch& launch) { return plan_parts(launch, launch.inputs.at(0), launch.outputs); }
+
+void launch_split(const StepLaunch& launch, const PartsPlan& plan) {
+  launch_parts<true>(launch, plan, launch.inputs.at(0).data, launch.outputs);
+}
 
 // ---- gather ----
 // out [outer, count, inner] takes data [outer, dim, inner] at indices (count of them, i32 or i64); a negative index
@@ -455,42 +606,86 @@ __global__ void gather_kernel(const W* data, const I* indices, W* out, Index n, 
   }
 }
 
-void launch_gather(const StepLaunch& launch) {
+// gather_kernel's sizes at one word width, in its index type.
+template <typename Index>
+struct GatherWords {
+  Index n;
+  Index count;
+  Index inner_w;
+  Index dim;
+};
+
+struct GatherPlan {
+  bool empty = false;
+  DataType indices = DataType::kI64;
+  // Rows of `inner` elements move as whole words: as wide as max_word (what the row size allows), narrowed at launch
+  // by both addresses.
+  std::size_t max_word = 1;
+  struct Words {
+    unsigned grid = 1;
+    std::variant<GatherWords<std::int32_t>, GatherWords<std::int64_t>> sizes;  // int32 when every offset fits
+  };
+  std::array<Words, kWordSlots> words;  // by word_slot, the widths up to max_word
+};
+
+GatherPlan prepare_gather(const StepLaunch& launch) {
   const DeviceTensor& data = launch.inputs.at(0);
   const DeviceTensor& indices = launch.inputs.at(1);
-  const DeviceTensor& out = launch.outputs.at(0);
   const int rank = data.shape.rank();
   const auto axis = static_cast<int>(normalize_axis(launch.attrs->get_int("axis", 0), rank));
   const std::int64_t dim = data.shape[axis];
   const std::int64_t outer = volume(data.shape, 0, axis);
   const std::int64_t inner = volume(data.shape, axis + 1, rank);
   const std::int64_t count = volume(indices.shape);
-  if (outer == 0 || inner == 0 || count == 0) return;
+  GatherPlan plan;
+  if (outer == 0 || inner == 0 || count == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  if (!in_list(TypeList<std::int32_t, std::int64_t>{}, indices.dtype)) {
+    launch.attrs->fail("unsupported indices dtype for the CUDA kernel");
+  }
+  plan.indices = indices.dtype;
   const auto e = static_cast<std::int64_t>(element_size(data.dtype));
-  // Rows of `inner` elements move as whole words where the row size and both pointers allow.
-  const std::size_t word = widest_word({inner * e}, {data.data, out.data});
-  const std::int64_t inner_w = inner * e / static_cast<std::int64_t>(word);
-  const std::int64_t n = outer * count * inner_w;
-  const std::int64_t extent = std::max(n, outer * dim * inner_w);
-  bool handled = false;
+  plan.max_word = widest_word({inner * e});
+  for (std::size_t word = 1; word <= plan.max_word; word *= 2) {
+    const std::int64_t inner_w = inner * e / static_cast<std::int64_t>(word);
+    const std::int64_t n = outer * count * inner_w;
+    const std::int64_t extent = std::max(n, outer * dim * inner_w);
+    GatherPlan::Words& slot = plan.words[static_cast<std::size_t>(word_slot(word))];
+    slot.grid = grid_for(n);
+    if (fits_index32(extent)) {
+      slot.sizes = GatherWords<std::int32_t>{static_cast<std::int32_t>(n), static_cast<std::int32_t>(count),
+                                             static_cast<std::int32_t>(inner_w), static_cast<std::int32_t>(dim)};
+    } else {
+      slot.sizes = GatherWords<std::int64_t>{n, count, inner_w, dim};
+    }
+  }
+  return plan;
+}
+
+void launch_gather(const StepLaunch& launch, const GatherPlan& plan) {
+  if (plan.empty) return;
+  const void* data = launch.inputs.at(0).data;
+  const void* indices = launch.inputs.at(1).data;
+  void* out = launch.outputs.at(0).data;
+  const std::size_t word = std::min({plan.max_word, address_word(data), address_word(out)});
+  const GatherPlan::Words& slot = plan.words[static_cast<std::size_t>(word_slot(word))];
   dispatch_word(word, [&](auto word_tag) {
     using W = typename decltype(word_tag)::type;
-    handled = dispatch(TypeList<std::int32_t, std::int64_t>{}, indices.dtype, [&](auto index_tag) {
+    dispatch(TypeList<std::int32_t, std::int64_t>{}, plan.indices, [&](auto index_tag) {
       using I = typename decltype(index_tag)::type;
-      if (fits_index32(extent)) {
-        gather_kernel<W, I, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-            static_cast<const W*>(data.data), static_cast<const I*>(indices.data), static_cast<W*>(out.data),
-            static_cast<std::int32_t>(n), static_cast<std::int32_t>(count), static_cast<std::int32_t>(inner_w),
-            static_cast<std::int32_t>(dim));
-      } else {
-        gather_kernel<W, I, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-            static_cast<const W*>(data.data), static_cast<const I*>(indices.data), static_cast<W*>(out.data), n, count,
-            inner_w, dim);
-      }
+      std::visit(
+          [&](const auto& s) {
+            using Index = decltype(s.n);
+            gather_kernel<W, I, Index>
+                <<<slot.grid, kThreads, 0, launch.stream>>>(static_cast<const W*>(data), static_cast<const I*>(indices),
+                                                            static_cast<W*>(out), s.n, s.count, s.inner_w, s.dim);
+          },
+          slot.sizes);
       check_launch(launch);
     });
   });
-  if (!handled) launch.attrs->fail("unsupported indices dtype for the CUDA kernel");
 }
 
 // ---- pad ----
@@ -547,21 +742,40 @@ PadMode pad_mode(const std::string& mode) {
   return PadMode::kConstant;
 }
 
-void launch_pad(const StepLaunch& launch) {
+// The parameters in every index type and element word.
+using AnyPadParams = std::variant<PadParams<std::int32_t, std::uint8_t>, PadParams<std::int64_t, std::uint8_t>,
+                                  PadParams<std::int32_t, std::uint16_t>, PadParams<std::int64_t, std::uint16_t>,
+                                  PadParams<std::int32_t, std::uint32_t>, PadParams<std::int64_t, std::uint32_t>,
+                                  PadParams<std::int32_t, std::uint64_t>, PadParams<std::int64_t, std::uint64_t>>;
+
+struct PadPlan {
+  bool empty = false;
+  std::int64_t n = 0;
+  unsigned grid = 1;
+  AnyPadParams params;  // int32 when every index fits
+};
+
+PadPlan prepare_pad(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
   const int rank = x.shape.rank();
   if (rank > kMaxRank) launch.attrs->fail("the CUDA kernel pads at most 8 axes");
+  PadPlan plan;
   const std::int64_t n = volume(out.shape);
-  if (n == 0) return;
+  if (n == 0) {
+    plan.empty = true;
+    return plan;
+  }
   const auto pads = launch.attrs->get_ints("pads");
   const PadMode mode = pad_mode(launch.attrs->get_string("mode", "constant"));
   const std::uint64_t fill_bits = host_scalar_bits(x.dtype, launch.attrs->get_float("value", 0.0));
   const auto in_strides = row_major_strides(x.shape);
   const std::int64_t extent = std::max(n, volume(x.shape));
+  plan.n = n;
+  plan.grid = grid_for(n);
   const bool handled = dispatch_element_word(element_size(x.dtype), [&](auto tag) {
     using W = typename decltype(tag)::type;
-    auto run = [&](auto index) {
+    auto make = [&](auto index) {
       using Index = decltype(index);
       PadParams<Index, W> p{};
       p.rank = rank;
@@ -574,17 +788,29 @@ void launch_pad(const StepLaunch& launch) {
         p.begin[a] = static_cast<Index>(a < rank ? pads.at(ua) : 0);
         p.in_strides[a] = static_cast<Index>(a < rank ? in_strides[ua] : 0);
       }
-      pad_kernel<W, Index><<<grid_for(n), kThreads, 0, launch.stream>>>(
-          static_cast<const W*>(x.data), static_cast<W*>(out.data), static_cast<Index>(n), p);
+      plan.params = p;
     };
     if (fits_index32(extent)) {
-      run(std::int32_t{0});
+      make(std::int32_t{0});
     } else {
-      run(std::int64_t{0});
+      make(std::int64_t{0});
     }
-    check_launch(launch);
   });
   if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+  return plan;
+}
+
+template <typename Index, typename W>
+void run_pad(const StepLaunch& launch, const PadPlan& plan, const PadParams<Index, W>& p) {
+  pad_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const W*>(launch.inputs.at(0).data),
+                                                                  static_cast<W*>(launch.outputs.at(0).data),
+                                                                  static_cast<Index>(plan.n), p);
+  check_launch(launch);
+}
+
+void launch_pad(const StepLaunch& launch, const PadPlan& plan) {
+  if (plan.empty) return;
+  std::visit([&](const auto& p) { run_pad(launch, plan, p); }, plan.params);
 }
 
 // ---- supports ----
@@ -627,16 +853,17 @@ bool supports_pad(const graph::Graph& graph, const graph::Layer& layer, Precisio
 
 void register_data_movement_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
-      {"reshape_any_copy", "reshape", supports_any, launch_same_order, 0},
-      {"squeeze_any_copy", "squeeze", supports_any, launch_same_order, 0},
-      {"unsqueeze_any_copy", "unsqueeze", supports_any, launch_same_order, 0},
-      {"transpose_any_strided", "transpose", supports_input_rank8, launch_transpose, 0},
-      {"slice_any_strided", "slice", supports_input_rank8, launch_slice, 0},
-      {"concat_any_copy", "concat", supports_concat, launch_concat, 0},
-      {"split_any_copy", "split", supports_any, launch_split, 0},
-      {"gather_any_i32i64_rows", "gather", supports_gather, launch_gather, 0},
-      {"expand_any_strided", "expand", supports_output_rank8, launch_expand, 0},
-      {"pad_any_indexed", "pad", supports_pad, launch_pad, 0},
+      prepared_kernel<prepare_same_order, launch_same_order>("reshape_any_copy", "reshape", supports_any),
+      prepared_kernel<prepare_same_order, launch_same_order>("squeeze_any_copy", "squeeze", supports_any),
+      prepared_kernel<prepare_same_order, launch_same_order>("unsqueeze_any_copy", "unsqueeze", supports_any),
+      prepared_kernel<prepare_transpose, launch_strided_copy>("transpose_any_strided", "transpose",
+                                                              supports_input_rank8),
+      prepared_kernel<prepare_slice, launch_strided_copy>("slice_any_strided", "slice", supports_input_rank8),
+      prepared_kernel<prepare_concat, launch_concat>("concat_any_copy", "concat", supports_concat),
+      prepared_kernel<prepare_split, launch_split>("split_any_copy", "split", supports_any),
+      prepared_kernel<prepare_gather, launch_gather>("gather_any_i32i64_rows", "gather", supports_gather),
+      prepared_kernel<prepare_expand, launch_strided_copy>("expand_any_strided", "expand", supports_output_rank8),
+      prepared_kernel<prepare_pad, launch_pad>("pad_any_indexed", "pad", supports_pad),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

@@ -44,6 +44,40 @@ __device__ __forceinline__ std::int64_t integer_pow(std::int64_t base, std::int6
   return wrap(result);
 }
 
+// ---- plans ----
+// Each entry's prepare function reads the attributes, validates, sizes the grid and picks the instantiation that runs
+// (dtype, index width); the launch binds the tensors' addresses and calls it.
+
+// A broadcast op over N operands (binary, where): the element offsets in the index type chosen for the output's size.
+template <int N>
+struct BroadcastPlan {
+  using RunFn = void (*)(const StepLaunch& launch, const BroadcastPlan& plan);
+  RunFn run = nullptr;  // the instantiation for the dtype and index width; nullptr: the output is empty
+  std::int64_t n = 0;   // output elements
+  unsigned grid = 1;
+  Indexer<std::int32_t, N> ix32{};  // the indexer of `run`'s index width (the other stays unused)
+  Indexer<std::int64_t, N> ix64{};
+
+  void set_indexer(const Indexer<std::int32_t, N>& ix) { ix32 = ix; }
+  void set_indexer(const Indexer<std::int64_t, N>& ix) { ix64 = ix; }
+  template <typename Index>
+  const Indexer<Index, N>& indexer() const {
+    if constexpr (std::is_same_v<Index, std::int32_t>) {
+      return ix32;
+    } else {
+      return ix64;
+    }
+  }
+};
+using BinaryPlan = BroadcastPlan<2>;
+using WherePlan = BroadcastPlan<3>;
+
+// The launch of a planned entry: the instantiation prepare chose, or nothing for an empty output.
+template <typename Plan>
+void launch_planned(const StepLaunch& launch, const Plan& plan) {
+  if (plan.run != nullptr) plan.run(launch, plan);
+}
+
 // ---- binary ops: a template for the float compute types (f32, f64), an overload for int64 ----
 
 struct AddOp {
@@ -127,32 +161,43 @@ __global__ void binary_kernel(const T* a, const T* b, TOut* out, Index n, Indexe
   }
 }
 
+template <typename T, typename TOut, typename Op, typename Index>
+void run_binary(const StepLaunch& launch, const BinaryPlan& plan) {
+  binary_kernel<T, TOut, Op, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
+      static_cast<const T*>(launch.inputs[0].data), static_cast<const T*>(launch.inputs[1].data),
+      static_cast<TOut*>(launch.outputs[0].data), static_cast<Index>(plan.n), plan.indexer<Index>(), Op{});
+  check_launch(launch);
+}
+
 // kCompare: the output is bool (comparisons); otherwise it has the inputs' dtype.
 template <typename Types, typename Op, bool kCompare>
-void launch_binary(const StepLaunch& launch) {
+BinaryPlan prepare_binary(const StepLaunch& launch) {
   const DeviceTensor& a = launch.inputs.at(0);
   const DeviceTensor& b = launch.inputs.at(1);
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t n = volume(out.shape);
-  if (n == 0) return;
-  StridePlan<2> plan;
+  BinaryPlan plan;
+  plan.n = volume(out.shape);
+  if (plan.n == 0) return plan;
+  StridePlan<2> axes;
   if (!make_stride_plan<2>(out.shape.values(),
-                           {broadcast_strides(a.shape, out.shape), broadcast_strides(b.shape, out.shape)}, plan)) {
+                           {broadcast_strides(a.shape, out.shape), broadcast_strides(b.shape, out.shape)}, axes)) {
     launch.attrs->fail("the CUDA kernel handles at most 8 broadcast axes");
   }
+  plan.grid = grid_for(plan.n);
   const bool handled = dispatch(Types{}, a.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using TOut = std::conditional_t<kCompare, Bool8, T>;
-    with_indexer(plan, n, [&](const auto& ix) {
+    with_indexer(axes, plan.n, [&](const auto& ix) {
       using Index = std::decay_t<decltype(ix.dims[0])>;
-      binary_kernel<T, TOut, Op, Index>
-          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const T*>(a.data), static_cast<const T*>(b.data),
-                                                        static_cast<TOut*>(out.data), static_cast<Index>(n), ix, Op{});
-      check_launch(launch);
+      plan.set_indexer(ix);
+      plan.run = &run_binary<T, TOut, Op, Index>;
     });
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  return plan;
 }
+
+void launch_binary(const StepLaunch& launch, const BinaryPlan& plan) { launch_planned(launch, plan); }
 
 // ---- where: copies whole elements, so every dtype passes through unchanged ----
 
@@ -165,32 +210,44 @@ __global__ void where_kernel(const Bool8* condition, const W* a, const W* b, W* 
   }
 }
 
-void launch_where(const StepLaunch& launch) {
+template <typename W, typename Index>
+void run_where(const StepLaunch& launch, const WherePlan& plan) {
+  where_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
+      static_cast<const Bool8*>(launch.inputs[0].data), static_cast<const W*>(launch.inputs[1].data),
+      static_cast<const W*>(launch.inputs[2].data), static_cast<W*>(launch.outputs[0].data), static_cast<Index>(plan.n),
+      plan.indexer<Index>());
+  check_launch(launch);
+}
+
+WherePlan prepare_where(const StepLaunch& launch) {
   const DeviceTensor& condition = launch.inputs.at(0);
   const DeviceTensor& a = launch.inputs.at(1);
   const DeviceTensor& b = launch.inputs.at(2);
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t n = volume(out.shape);
-  if (n == 0) return;
-  StridePlan<3> plan;
+  WherePlan plan;
+  plan.n = volume(out.shape);
+  if (plan.n == 0) return plan;
+  StridePlan<3> axes;
   if (!make_stride_plan<3>(out.shape.values(),
                            {broadcast_strides(condition.shape, out.shape), broadcast_strides(a.shape, out.shape),
                             broadcast_strides(b.shape, out.shape)},
-                           plan)) {
+                           axes)) {
     launch.attrs->fail("the CUDA kernel handles at most 8 broadcast axes");
   }
+  plan.grid = grid_for(plan.n);
   const bool handled = dispatch_element_word(element_size(out.dtype), [&](auto tag) {
     using W = typename decltype(tag)::type;
-    with_indexer(plan, n, [&](const auto& ix) {
+    with_indexer(axes, plan.n, [&](const auto& ix) {
       using Index = std::decay_t<decltype(ix.dims[0])>;
-      where_kernel<W, Index><<<grid_for(n), kThreads, 0, launch.stream>>>(
-          static_cast<const Bool8*>(condition.data), static_cast<const W*>(a.data), static_cast<const W*>(b.data),
-          static_cast<W*>(out.data), static_cast<Index>(n), ix);
-      check_launch(launch);
+      plan.set_indexer(ix);
+      plan.run = &run_where<W, Index>;
     });
   });
   if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+  return plan;
 }
+
+void launch_where(const StepLaunch& launch, const WherePlan& plan) { launch_planned(launch, plan); }
 
 // ---- unary ops ----
 
@@ -322,59 +379,93 @@ __global__ void unary_words_kernel(const uint4* x, uint4* out, std::int32_t word
   }
 }
 
+// A unary op: the op with its attribute values, and both ways of running it. The 16-byte word path needs both
+// pointers 16-byte aligned too, which the launch tests on the actual addresses.
+template <typename Op>
+struct UnaryPlan {
+  using RunFn = void (*)(const StepLaunch& launch, const UnaryPlan& plan);
+  RunFn run = nullptr;  // the instantiation for the dtype; nullptr: the output is empty
+  Op op{};
+  std::int64_t n = 0;  // elements
+  bool index32 = false;
+  unsigned grid = 1;
+  bool words = false;  // whole 16-byte words that int32 indexes, given aligned pointers
+  std::int64_t word_count = 0;
+  unsigned word_grid = 1;
+};
+
+template <typename T, typename Op>
+void run_unary(const StepLaunch& launch, const UnaryPlan<Op>& plan) {
+  const void* x = launch.inputs[0].data;
+  void* out = launch.outputs[0].data;
+  const bool words = plan.words && reinterpret_cast<std::uintptr_t>(x) % sizeof(uint4) == 0 &&
+                     reinterpret_cast<std::uintptr_t>(out) % sizeof(uint4) == 0;
+  if (words) {
+    unary_words_kernel<T, Op><<<plan.word_grid, kThreads, 0, launch.stream>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(out), static_cast<std::int32_t>(plan.word_count), plan.op);
+  } else if (plan.index32) {
+    unary_kernel<T, Op, std::int32_t><<<plan.grid, kThreads, 0, launch.stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), static_cast<std::int32_t>(plan.n), plan.op);
+  } else {
+    unary_kernel<T, Op, std::int64_t>
+        <<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(x), static_cast<T*>(out), plan.n, plan.op);
+  }
+  check_launch(launch);
+}
+
 template <typename Types, typename Op>
-void launch_unary(const StepLaunch& launch, const Op& op) {
+UnaryPlan<Op> prepare_unary(const StepLaunch& launch, const Op& op) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
+  UnaryPlan<Op> plan;
+  plan.op = op;
   const std::int64_t n = volume(out.shape);
-  if (n == 0) return;
+  plan.n = n;
+  if (n == 0) return plan;
+  plan.index32 = fits_index32(n);
+  plan.grid = grid_for(n);
   const bool handled = dispatch(Types{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const std::int64_t per_word = static_cast<std::int64_t>(sizeof(uint4) / sizeof(T));
-    const bool words = sizeof(uint4) % sizeof(T) == 0 && n % per_word == 0 && fits_index32(n) &&
-                       reinterpret_cast<std::uintptr_t>(x.data) % sizeof(uint4) == 0 &&
-                       reinterpret_cast<std::uintptr_t>(out.data) % sizeof(uint4) == 0;
-    if (words) {
-      const std::int64_t count = n / per_word;
-      unary_words_kernel<T, Op><<<grid_for(count), kThreads, 0, launch.stream>>>(
-          static_cast<const uint4*>(x.data), static_cast<uint4*>(out.data), static_cast<std::int32_t>(count), op);
-    } else if (fits_index32(n)) {
-      unary_kernel<T, Op, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-          static_cast<const T*>(x.data), static_cast<T*>(out.data), static_cast<std::int32_t>(n), op);
-    } else {
-      unary_kernel<T, Op, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const T*>(x.data),
-                                                                                     static_cast<T*>(out.data), n, op);
-    }
-    check_launch(launch);
+    plan.words = sizeof(uint4) % sizeof(T) == 0 && n % per_word == 0 && fits_index32(n);
+    plan.word_count = n / per_word;
+    plan.word_grid = grid_for(plan.word_count);
+    plan.run = &run_unary<T, Op>;
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  return plan;
+}
+
+template <typename Op>
+void launch_unary(const StepLaunch& launch, const UnaryPlan<Op>& plan) {
+  launch_planned(launch, plan);
 }
 
 template <typename Types, typename Op>
-void launch_simple_unary(const StepLaunch& launch) {
-  launch_unary<Types>(launch, Op{});
+UnaryPlan<Op> prepare_simple_unary(const StepLaunch& launch) {
+  return prepare_unary<Types>(launch, Op{});
 }
 
-void launch_leaky_relu(const StepLaunch& launch) {
+UnaryPlan<LeakyReluOp> prepare_leaky_relu(const StepLaunch& launch) {
   const double alpha = launch.attrs->get_float("alpha", 0.01);
-  launch_unary<FloatTypes>(launch, LeakyReluOp{alpha});
+  return prepare_unary<FloatTypes>(launch, LeakyReluOp{alpha});
 }
 
-void launch_gelu(const StepLaunch& launch) {
-  launch_unary<FloatTypes>(launch, GeluOp{launch.attrs->get_string("approximate", "none") == "tanh"});
+UnaryPlan<GeluOp> prepare_gelu(const StepLaunch& launch) {
+  return prepare_unary<FloatTypes>(launch, GeluOp{launch.attrs->get_string("approximate", "none") == "tanh"});
 }
 
-void launch_softplus(const StepLaunch& launch) {
+UnaryPlan<SoftplusOp> prepare_softplus(const StepLaunch& launch) {
   const double beta = launch.attrs->get_float("beta", 1.0);
   const double threshold = launch.attrs->get_float("threshold", 20.0);
-  launch_unary<FloatTypes>(launch,
-                           SoftplusOp{host_double_to_float(beta), host_double_to_float(threshold), beta, threshold});
+  return prepare_unary<FloatTypes>(
+      launch, SoftplusOp{host_double_to_float(beta), host_double_to_float(threshold), beta, threshold});
 }
 
-void launch_clip(const StepLaunch& launch) {
+UnaryPlan<ClipOp> prepare_clip(const StepLaunch& launch) {
   const double lo = launch.attrs->get_float("min", -std::numeric_limits<double>::infinity());
   const double hi = launch.attrs->get_float("max", std::numeric_limits<double>::infinity());
-  launch_unary<FloatTypes>(launch, ClipOp{host_double_to_float(lo), host_double_to_float(hi), lo, hi});
+  return prepare_unary<FloatTypes>(launch, ClipOp{host_double_to_float(lo), host_double_to_float(hi), lo, hi});
 }
 
 // ---- cast ----
@@ -428,28 +519,41 @@ __global__ void cast_kernel(const S* x, D* out, Index n) {
   }
 }
 
-void launch_cast(const StepLaunch& launch) {
+struct CastPlan {
+  using RunFn = void (*)(const StepLaunch& launch, const CastPlan& plan);
+  RunFn run = nullptr;  // the instantiation for the two dtypes and the index width; nullptr: the output is empty
+  std::int64_t n = 0;   // elements
+  unsigned grid = 1;
+};
+
+template <typename S, typename D, typename Index>
+void run_cast(const StepLaunch& launch, const CastPlan& plan) {
+  cast_kernel<S, D, Index><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const S*>(launch.inputs[0].data),
+                                                                      static_cast<D*>(launch.outputs[0].data),
+                                                                      static_cast<Index>(plan.n));
+  check_launch(launch);
+}
+
+CastPlan prepare_cast(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t n = volume(out.shape);
-  if (n == 0) return;
+  CastPlan plan;
+  plan.n = volume(out.shape);
+  if (plan.n == 0) return plan;
+  plan.grid = grid_for(plan.n);
   bool handled = false;
   dispatch(AllTypes{}, x.dtype, [&](auto source) {
     using S = typename decltype(source)::type;
     handled = dispatch(AllTypes{}, out.dtype, [&](auto destination) {
       using D = typename decltype(destination)::type;
-      if (fits_index32(n)) {
-        cast_kernel<S, D, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-            static_cast<const S*>(x.data), static_cast<D*>(out.data), static_cast<std::int32_t>(n));
-      } else {
-        cast_kernel<S, D, std::int64_t>
-            <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const S*>(x.data), static_cast<D*>(out.data), n);
-      }
-      check_launch(launch);
+      plan.run = fits_index32(plan.n) ? &run_cast<S, D, std::int32_t> : &run_cast<S, D, std::int64_t>;
     });
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  return plan;
 }
+
+void launch_cast(const StepLaunch& launch, const CastPlan& plan) { launch_planned(launch, plan); }
 
 // ---- supports ----
 
@@ -503,79 +607,115 @@ bool supports_cast(const graph::Graph& graph, const graph::Layer& layer, Precisi
 
 // Entries of an op for the four float dtypes (f16/bf16 compute in f32, f64 in f64).
 // clang-format off
-#define TENSORACLE_FLOAT_ENTRIES(OP, VARIANT, SUPPORTS, LAUNCH)                  \
-  KernelEntry{OP "_f32_" VARIANT, OP, SUPPORTS<Cls::kF32>, LAUNCH, 0},           \
-  KernelEntry{OP "_f16_f32math_" VARIANT, OP, SUPPORTS<Cls::kF16>, LAUNCH, 0},   \
-  KernelEntry{OP "_bf16_f32math_" VARIANT, OP, SUPPORTS<Cls::kBF16>, LAUNCH, 0}, \
-  KernelEntry{OP "_f64_" VARIANT, OP, SUPPORTS<Cls::kF64>, LAUNCH, 0}
+#define TENSORACLE_FLOAT_ENTRIES(OP, VARIANT, SUPPORTS, PREPARE, LAUNCH)                         \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_f32_" VARIANT, OP, SUPPORTS<Cls::kF32>, 0),           \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_f16_f32math_" VARIANT, OP, SUPPORTS<Cls::kF16>, 0),   \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_bf16_f32math_" VARIANT, OP, SUPPORTS<Cls::kBF16>, 0), \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_f64_" VARIANT, OP, SUPPORTS<Cls::kF64>, 0)
 // The entry of an op for every integer dtype (i64, i32, i16, i8, u8; computed in int64, wrapping).
-#define TENSORACLE_INT_ENTRY(OP, VARIANT, SUPPORTS, LAUNCH) \
-  KernelEntry{OP "_int_i64math_" VARIANT, OP, SUPPORTS<Cls::kInt>, LAUNCH, 0}
+#define TENSORACLE_INT_ENTRY(OP, VARIANT, SUPPORTS, PREPARE, LAUNCH) \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_int_i64math_" VARIANT, OP, SUPPORTS<Cls::kInt>, 0)
 // clang-format on
 
 void register_elementwise_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
       // arithmetic with broadcasting
-      TENSORACLE_FLOAT_ENTRIES("add", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, AddOp, false>)),
-      TENSORACLE_INT_ENTRY("add", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, AddOp, false>)),
-      TENSORACLE_FLOAT_ENTRIES("sub", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, SubOp, false>)),
-      TENSORACLE_INT_ENTRY("sub", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, SubOp, false>)),
-      TENSORACLE_FLOAT_ENTRIES("mul", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MulOp, false>)),
-      TENSORACLE_INT_ENTRY("mul", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MulOp, false>)),
-      TENSORACLE_FLOAT_ENTRIES("div", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, DivOp, false>)),
-      TENSORACLE_INT_ENTRY("div", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, DivOp, false>)),
-      TENSORACLE_FLOAT_ENTRIES("pow", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, PowOp, false>)),
-      TENSORACLE_INT_ENTRY("pow", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, PowOp, false>)),
-      TENSORACLE_FLOAT_ENTRIES("max", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MaxOp, false>)),
-      TENSORACLE_INT_ENTRY("max", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MaxOp, false>)),
-      TENSORACLE_FLOAT_ENTRIES("min", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MinOp, false>)),
-      TENSORACLE_INT_ENTRY("min", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, MinOp, false>)),
+      TENSORACLE_FLOAT_ENTRIES("add", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, AddOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("add", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, AddOp, false>),
+                           launch_binary),
+      TENSORACLE_FLOAT_ENTRIES("sub", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, SubOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("sub", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, SubOp, false>),
+                           launch_binary),
+      TENSORACLE_FLOAT_ENTRIES("mul", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, MulOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("mul", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, MulOp, false>),
+                           launch_binary),
+      TENSORACLE_FLOAT_ENTRIES("div", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, DivOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("div", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, DivOp, false>),
+                           launch_binary),
+      TENSORACLE_FLOAT_ENTRIES("pow", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, PowOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("pow", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, PowOp, false>),
+                           launch_binary),
+      TENSORACLE_FLOAT_ENTRIES("max", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, MaxOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("max", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, MaxOp, false>),
+                           launch_binary),
+      TENSORACLE_FLOAT_ENTRIES("min", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, MinOp, false>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("min", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, MinOp, false>),
+                           launch_binary),
       // comparisons (bool output)
-      TENSORACLE_FLOAT_ENTRIES("equal", "broadcast", supports_broadcast,
-                               (&launch_binary<EqualityTypes, EqualOp, true>)),
-      TENSORACLE_INT_ENTRY("equal", "broadcast", supports_broadcast, (&launch_binary<EqualityTypes, EqualOp, true>)),
-      KernelEntry{"equal_bool_broadcast", "equal", supports_broadcast<Cls::kBool>,
-                  &launch_binary<EqualityTypes, EqualOp, true>, 0},
-      TENSORACLE_FLOAT_ENTRIES("less", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, LessOp, true>)),
-      TENSORACLE_INT_ENTRY("less", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, LessOp, true>)),
+      TENSORACLE_FLOAT_ENTRIES("equal", "broadcast", supports_broadcast, (prepare_binary<EqualityTypes, EqualOp, true>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("equal", "broadcast", supports_broadcast, (prepare_binary<EqualityTypes, EqualOp, true>),
+                           launch_binary),
+      prepared_kernel<prepare_binary<EqualityTypes, EqualOp, true>, launch_binary>("equal_bool_broadcast", "equal",
+                                                                                   supports_broadcast<Cls::kBool>, 0),
+      TENSORACLE_FLOAT_ENTRIES("less", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, LessOp, true>),
+                               launch_binary),
+      TENSORACLE_INT_ENTRY("less", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, LessOp, true>),
+                           launch_binary),
       TENSORACLE_FLOAT_ENTRIES("greater", "broadcast", supports_broadcast,
-                               (&launch_binary<NumericTypes, GreaterOp, true>)),
-      TENSORACLE_INT_ENTRY("greater", "broadcast", supports_broadcast, (&launch_binary<NumericTypes, GreaterOp, true>)),
+                               (prepare_binary<NumericTypes, GreaterOp, true>), launch_binary),
+      TENSORACLE_INT_ENTRY("greater", "broadcast", supports_broadcast, (prepare_binary<NumericTypes, GreaterOp, true>),
+                           launch_binary),
       // where (any dtype: elements are copied)
-      KernelEntry{"where_any_broadcast", "where", supports_where, launch_where, 0},
+      prepared_kernel<prepare_where, launch_where>("where_any_broadcast", "where", supports_where, 0),
       // unary ops on floats and integers
-      TENSORACLE_FLOAT_ENTRIES("abs", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, AbsOp>)),
-      TENSORACLE_INT_ENTRY("abs", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, AbsOp>)),
-      TENSORACLE_FLOAT_ENTRIES("neg", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, NegOp>)),
-      TENSORACLE_INT_ENTRY("neg", "elementwise", supports_unary, (&launch_simple_unary<NumericTypes, NegOp>)),
-      KernelEntry{"not_bool_elementwise", "not", supports_unary<Cls::kBool>,
-                  &launch_simple_unary<TypeList<Bool8>, NotOp>, 0},
+      TENSORACLE_FLOAT_ENTRIES("abs", "elementwise", supports_unary, (prepare_simple_unary<NumericTypes, AbsOp>),
+                               launch_unary<AbsOp>),
+      TENSORACLE_INT_ENTRY("abs", "elementwise", supports_unary, (prepare_simple_unary<NumericTypes, AbsOp>),
+                           launch_unary<AbsOp>),
+      TENSORACLE_FLOAT_ENTRIES("neg", "elementwise", supports_unary, (prepare_simple_unary<NumericTypes, NegOp>),
+                               launch_unary<NegOp>),
+      TENSORACLE_INT_ENTRY("neg", "elementwise", supports_unary, (prepare_simple_unary<NumericTypes, NegOp>),
+                           launch_unary<NegOp>),
+      prepared_kernel<prepare_simple_unary<TypeList<Bool8>, NotOp>, launch_unary<NotOp>>("not_bool_elementwise", "not",
+                                                                                         supports_unary<Cls::kBool>, 0),
       // math functions and activations on floats
-      TENSORACLE_FLOAT_ENTRIES("exp", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, ExpOp>)),
-      TENSORACLE_FLOAT_ENTRIES("log", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, LogOp>)),
-      TENSORACLE_FLOAT_ENTRIES("sqrt", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SqrtOp>)),
-      TENSORACLE_FLOAT_ENTRIES("rsqrt", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, RsqrtOp>)),
+      TENSORACLE_FLOAT_ENTRIES("exp", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, ExpOp>),
+                               launch_unary<ExpOp>),
+      TENSORACLE_FLOAT_ENTRIES("log", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, LogOp>),
+                               launch_unary<LogOp>),
+      TENSORACLE_FLOAT_ENTRIES("sqrt", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, SqrtOp>),
+                               launch_unary<SqrtOp>),
+      TENSORACLE_FLOAT_ENTRIES("rsqrt", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, RsqrtOp>),
+                               launch_unary<RsqrtOp>),
       TENSORACLE_FLOAT_ENTRIES("reciprocal", "elementwise", supports_unary,
-                               (&launch_simple_unary<FloatTypes, ReciprocalOp>)),
-      TENSORACLE_FLOAT_ENTRIES("sin", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SinOp>)),
-      TENSORACLE_FLOAT_ENTRIES("cos", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, CosOp>)),
-      TENSORACLE_FLOAT_ENTRIES("tanh", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, TanhOp>)),
-      TENSORACLE_FLOAT_ENTRIES("erf", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, ErfOp>)),
-      TENSORACLE_FLOAT_ENTRIES("floor", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, FloorOp>)),
-      TENSORACLE_FLOAT_ENTRIES("ceil", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, CeilOp>)),
-      TENSORACLE_FLOAT_ENTRIES("relu", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, ReluOp>)),
-      TENSORACLE_FLOAT_ENTRIES("leaky_relu", "elementwise", supports_unary, &launch_leaky_relu),
-      TENSORACLE_FLOAT_ENTRIES("gelu", "elementwise", supports_unary, &launch_gelu),
-      TENSORACLE_FLOAT_ENTRIES("silu", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SiluOp>)),
-      TENSORACLE_FLOAT_ENTRIES("sigmoid", "elementwise", supports_unary, (&launch_simple_unary<FloatTypes, SigmoidOp>)),
+                               (prepare_simple_unary<FloatTypes, ReciprocalOp>), launch_unary<ReciprocalOp>),
+      TENSORACLE_FLOAT_ENTRIES("sin", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, SinOp>),
+                               launch_unary<SinOp>),
+      TENSORACLE_FLOAT_ENTRIES("cos", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, CosOp>),
+                               launch_unary<CosOp>),
+      TENSORACLE_FLOAT_ENTRIES("tanh", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, TanhOp>),
+                               launch_unary<TanhOp>),
+      TENSORACLE_FLOAT_ENTRIES("erf", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, ErfOp>),
+                               launch_unary<ErfOp>),
+      TENSORACLE_FLOAT_ENTRIES("floor", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, FloorOp>),
+                               launch_unary<FloorOp>),
+      TENSORACLE_FLOAT_ENTRIES("ceil", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, CeilOp>),
+                               launch_unary<CeilOp>),
+      TENSORACLE_FLOAT_ENTRIES("relu", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, ReluOp>),
+                               launch_unary<ReluOp>),
+      TENSORACLE_FLOAT_ENTRIES("leaky_relu", "elementwise", supports_unary, prepare_leaky_relu,
+                               launch_unary<LeakyReluOp>),
+      TENSORACLE_FLOAT_ENTRIES("gelu", "elementwise", supports_unary, prepare_gelu, launch_unary<GeluOp>),
+      TENSORACLE_FLOAT_ENTRIES("silu", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, SiluOp>),
+                               launch_unary<SiluOp>),
+      TENSORACLE_FLOAT_ENTRIES("sigmoid", "elementwise", supports_unary, (prepare_simple_unary<FloatTypes, SigmoidOp>),
+                               launch_unary<SigmoidOp>),
       TENSORACLE_FLOAT_ENTRIES("hard_sigmoid", "elementwise", supports_unary,
-                               (&launch_simple_unary<FloatTypes, HardSigmoidOp>)),
+                               (prepare_simple_unary<FloatTypes, HardSigmoidOp>), launch_unary<HardSigmoidOp>),
       TENSORACLE_FLOAT_ENTRIES("hard_swish", "elementwise", supports_unary,
-                               (&launch_simple_unary<FloatTypes, HardSwishOp>)),
-      TENSORACLE_FLOAT_ENTRIES("softplus", "elementwise", supports_unary, &launch_softplus),
-      TENSORACLE_FLOAT_ENTRIES("clip", "elementwise", supports_unary, &launch_clip),
+                               (prepare_simple_unary<FloatTypes, HardSwishOp>), launch_unary<HardSwishOp>),
+      TENSORACLE_FLOAT_ENTRIES("softplus", "elementwise", supports_unary, prepare_softplus, launch_unary<SoftplusOp>),
+      TENSORACLE_FLOAT_ENTRIES("clip", "elementwise", supports_unary, prepare_clip, launch_unary<ClipOp>),
       // cast between every pair of dtypes
-      KernelEntry{"cast_any_elementwise", "cast", supports_cast, launch_cast, 0},
+      prepared_kernel<prepare_cast, launch_cast>("cast_any_elementwise", "cast", supports_cast, 0),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

@@ -1,7 +1,9 @@
 // The CUDA kernel entry of fused_elementwise layers: launches the entries generated and compiled at build time.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -18,66 +20,76 @@ namespace cg = codegen;
 // Grids of the contiguous entry: one vector access per thread (a grid-stride loop covers the rest).
 constexpr std::int64_t kMaxContiguousBlocks = std::int64_t{1} << 20;
 
-void launch_contiguous(const StepLaunch& launch, const void* entry, const cg::FusedPointers& pointers,
-                       std::uint32_t scalar_mask, std::int64_t n) {
+// A fused_elementwise step at one set of shapes: the generated entry that runs and its argument block but for the
+// pointers, which the launch fills in (cg::FusedPointers).
+struct FusedPlan {
+  const void* entry = nullptr;  // nullptr: the output is empty, nothing to launch
+  bool contiguous = false;      // entry 0; else entry 1 (int32 indices) or 2 (int64)
+  // Entry 0: `vectorized` is set at launch, when every pointer has the alignment vector accesses need (16 bytes at
+  // most; 1 for the scalar inputs, which are read one element at a time). The grid of either case.
+  cg::FusedContiguousArgs contiguous_args{};
+  std::size_t out_alignment = 1;
+  std::array<std::size_t, cg::kMaxInputs> in_alignment{};
+  unsigned vector_blocks = 1;
+  unsigned element_blocks = 1;
+  // Entries 1 and 2: the argument block of the index width `index32` names.
+  bool index32 = false;
+  cg::FusedBroadcastArgs<std::int32_t> broadcast32{};
+  cg::FusedBroadcastArgs<std::int64_t> broadcast64{};
+  unsigned broadcast_blocks = 1;
+};
+
+void plan_contiguous(const StepLaunch& launch, std::uint32_t scalar_mask, std::int64_t n, FusedPlan& plan) {
   std::vector<DataType> in_dtypes;
   in_dtypes.reserve(launch.inputs.size());
   for (const auto& t : launch.inputs) in_dtypes.push_back(t.dtype);
   const DeviceTensor& out = launch.outputs[0];
   const int width = cg::vector_width(in_dtypes, out.dtype);
   // Vector accesses need every non-scalar pointer aligned to the vector's bytes (16 at most).
-  auto aligned = [&](const void* p, DataType dtype) {
-    const std::size_t bytes = std::min<std::size_t>(16, static_cast<std::size_t>(width) * element_size(dtype));
-    return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+  auto alignment = [&](DataType dtype) {
+    return std::min<std::size_t>(16, static_cast<std::size_t>(width) * element_size(dtype));
   };
-  bool vectorized = aligned(out.data, out.dtype);
-  for (std::size_t i = 0; i < launch.inputs.size(); ++i) {
-    if ((scalar_mask & (1U << i)) == 0)
-      vectorized = vectorized && aligned(launch.inputs[i].data, launch.inputs[i].dtype);
-  }
-  cg::FusedContiguousArgs args{n, scalar_mask, vectorized ? 1 : 0};
-  const std::int64_t vectors = vectorized ? n / width : 0;
-  const std::int64_t threads = std::max<std::int64_t>(vectors, n - vectors * width);
-  const std::int64_t blocks =
-      std::clamp<std::int64_t>((threads + cg::kThreads - 1) / cg::kThreads, 1, kMaxContiguousBlocks);
-  void* params[] = {const_cast<cg::FusedPointers*>(&pointers), &args};
-  TENSORACLE_CUDA_CHECK(
-      cudaLaunchKernel(entry, dim3(static_cast<unsigned>(blocks)), dim3(cg::kThreads), params, 0, launch.stream),
-      layer_name(launch));
+  plan.out_alignment = alignment(out.dtype);
+  for (std::size_t i = 0; i < launch.inputs.size(); ++i)
+    plan.in_alignment[i] = (scalar_mask & (1U << i)) == 0 ? alignment(launch.inputs[i].dtype) : 1;
+  plan.contiguous_args = cg::FusedContiguousArgs{n, scalar_mask, 0};
+  auto blocks = [&](bool vectorized) {
+    const std::int64_t vectors = vectorized ? n / width : 0;
+    const std::int64_t threads = std::max<std::int64_t>(vectors, n - vectors * width);
+    return static_cast<unsigned>(
+        std::clamp<std::int64_t>((threads + cg::kThreads - 1) / cg::kThreads, 1, kMaxContiguousBlocks));
+  };
+  plan.vector_blocks = blocks(true);
+  plan.element_blocks = blocks(false);
 }
 
 template <typename Index>
-void launch_broadcast(const StepLaunch& launch, const void* entry, const cg::FusedPointers& pointers,
-                      const StridePlan<cg::kMaxInputs>& plan, int rank, std::int64_t n) {
+cg::FusedBroadcastArgs<Index> broadcast_args(const StridePlan<cg::kMaxInputs>& axes, int rank, std::int64_t n) {
   cg::FusedBroadcastArgs<Index> args{};
   args.n = static_cast<Index>(n);
   // The plan's axes, right-aligned in the kernel's rank (merging only ever lowers the rank).
-  args.skip = static_cast<Index>(rank - plan.rank);
+  args.skip = static_cast<Index>(rank - axes.rank);
   for (int a = 0; a < rank; ++a) {
-    const int p = a - (rank - plan.rank);
-    args.dims[a] = static_cast<Index>(p >= 0 ? plan.dims[p] : 1);
-    for (int k = 0; k < cg::kMaxInputs; ++k) args.strides[k][a] = static_cast<Index>(p >= 0 ? plan.strides[k][p] : 0);
+    const int p = a - (rank - axes.rank);
+    args.dims[a] = static_cast<Index>(p >= 0 ? axes.dims[p] : 1);
+    for (int k = 0; k < cg::kMaxInputs; ++k) args.strides[k][a] = static_cast<Index>(p >= 0 ? axes.strides[k][p] : 0);
   }
-  void* params[] = {const_cast<cg::FusedPointers*>(&pointers), &args};
-  TENSORACLE_CUDA_CHECK(cudaLaunchKernel(entry, dim3(grid_for(n)), dim3(cg::kThreads), params, 0, launch.stream),
-                        layer_name(launch));
+  return args;
 }
 
-void launch_fused_elementwise(const StepLaunch& launch) {
+FusedPlan prepare_fused_elementwise(const StepLaunch& launch) {
   if (launch.compiled == nullptr || launch.compiled->size() != 3)
     launch.attrs->fail("the engine holds no compiled kernel for this step (rebuild the engine)");
   const DeviceTensor& out = launch.outputs.at(0);
   const std::int64_t n = volume(out.shape);
-  if (n == 0) return;
+  FusedPlan plan;
+  if (n == 0) return plan;
   if (launch.inputs.empty() || launch.inputs.size() > static_cast<std::size_t>(cg::kMaxInputs))
     launch.attrs->fail("the generated kernel takes 1 to 16 inputs");
-  cg::FusedPointers pointers{};
-  pointers.out = out.data;
   bool contiguous = true;
   std::uint32_t scalar_mask = 0;
   for (std::size_t i = 0; i < launch.inputs.size(); ++i) {
     const DeviceTensor& in = launch.inputs[i];
-    pointers.in[i] = in.data;
     // An input with the output's element count broadcasts only over size-1 axes: same linear order.
     const std::int64_t count = volume(in.shape);
     if (count == n) continue;
@@ -88,8 +100,10 @@ void launch_fused_elementwise(const StepLaunch& launch) {
     contiguous = false;
   }
   if (contiguous) {
-    launch_contiguous(launch, (*launch.compiled)[0], pointers, scalar_mask, n);
-    return;
+    plan.contiguous = true;
+    plan.entry = (*launch.compiled)[0];
+    plan_contiguous(launch, scalar_mask, n, plan);
+    return plan;
   }
   std::array<std::vector<std::int64_t>, cg::kMaxInputs> strides;
   for (int k = 0; k < cg::kMaxInputs; ++k) {
@@ -98,14 +112,45 @@ void launch_fused_elementwise(const StepLaunch& launch) {
             ? broadcast_strides(launch.inputs[static_cast<std::size_t>(k)].shape, out.shape)
             : std::vector<std::int64_t>(static_cast<std::size_t>(out.shape.rank()), 0);
   }
-  StridePlan<cg::kMaxInputs> plan;
-  if (out.shape.rank() > cg::kMaxRank || !make_stride_plan<cg::kMaxInputs>(out.shape.values(), strides, plan))
+  StridePlan<cg::kMaxInputs> axes;
+  if (out.shape.rank() > cg::kMaxRank || !make_stride_plan<cg::kMaxInputs>(out.shape.values(), strides, axes))
     launch.attrs->fail("the generated kernel handles at most 8 axes");
+  plan.broadcast_blocks = grid_for(n);
   if (fits_index32(n)) {
-    launch_broadcast<std::int32_t>(launch, (*launch.compiled)[1], pointers, plan, out.shape.rank(), n);
+    plan.index32 = true;
+    plan.entry = (*launch.compiled)[1];
+    plan.broadcast32 = broadcast_args<std::int32_t>(axes, out.shape.rank(), n);
   } else {
-    launch_broadcast<std::int64_t>(launch, (*launch.compiled)[2], pointers, plan, out.shape.rank(), n);
+    plan.entry = (*launch.compiled)[2];
+    plan.broadcast64 = broadcast_args<std::int64_t>(axes, out.shape.rank(), n);
   }
+  return plan;
+}
+
+void launch_fused_elementwise(const StepLaunch& launch, const FusedPlan& plan) {
+  if (plan.entry == nullptr) return;
+  cg::FusedPointers pointers{};
+  pointers.out = launch.outputs[0].data;
+  for (std::size_t i = 0; i < launch.inputs.size(); ++i) pointers.in[i] = launch.inputs[i].data;
+  if (plan.contiguous) {
+    bool vectorized = reinterpret_cast<std::uintptr_t>(pointers.out) % plan.out_alignment == 0;
+    for (std::size_t i = 0; i < launch.inputs.size(); ++i)
+      vectorized = vectorized && reinterpret_cast<std::uintptr_t>(pointers.in[i]) % plan.in_alignment[i] == 0;
+    cg::FusedContiguousArgs args = plan.contiguous_args;
+    args.vectorized = vectorized ? 1 : 0;
+    void* params[] = {&pointers, &args};
+    TENSORACLE_CUDA_CHECK(cudaLaunchKernel(plan.entry, dim3(vectorized ? plan.vector_blocks : plan.element_blocks),
+                                           dim3(cg::kThreads), params, 0, launch.stream),
+                          layer_name(launch));
+    return;
+  }
+  // cudaLaunchKernel takes the argument blocks as void* and only reads them.
+  void* args = plan.index32 ? const_cast<void*>(static_cast<const void*>(&plan.broadcast32))
+                            : const_cast<void*>(static_cast<const void*>(&plan.broadcast64));
+  void* params[] = {&pointers, args};
+  TENSORACLE_CUDA_CHECK(
+      cudaLaunchKernel(plan.entry, dim3(plan.broadcast_blocks), dim3(cg::kThreads), params, 0, launch.stream),
+      layer_name(launch));
 }
 
 bool supports_fused_elementwise(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
@@ -115,8 +160,8 @@ bool supports_fused_elementwise(const graph::Graph& graph, const graph::Layer& l
 }  // namespace
 
 void register_fused_elementwise_kernels(std::vector<KernelEntry>& kernels) {
-  kernels.push_back(KernelEntry{"fused_elementwise_nvrtc", "fused_elementwise", supports_fused_elementwise,
-                                launch_fused_elementwise, 0});
+  kernels.push_back(prepared_kernel<prepare_fused_elementwise, launch_fused_elementwise>(
+      "fused_elementwise_nvrtc", "fused_elementwise", supports_fused_elementwise, 0));
 }
 
 }  // namespace tensoracle::cuda

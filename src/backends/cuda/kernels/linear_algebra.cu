@@ -5,8 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -103,20 +103,13 @@ cublasLtEpilogue_t epilogue_of(const Gemm& g) {
   }
 }
 
-// What a thread keeps per problem (descriptors, preference and the heuristic's algorithm), so that a launch after
-// the first only sets the bias pointer and enqueues: descriptors and the heuristic cost tens of microseconds of host
-// time per product.
+// Descriptors, preference and the heuristic's algorithm of one product for pointers of given alignments.
 struct GemmPlan {
   std::unique_ptr<LtDescriptors> desc;
   cublasLtMatmulHeuristicResult_t heuristic{};
   bool found = false;
+  std::uint32_t align_a = 256, align_b = 256, align_c = 256, align_r = 256;  // in cuBLASLt's roles (A is our B)
 };
-using GemmKey = std::array<std::int64_t, 20>;
-constexpr std::size_t kMaxGemmPlans = 4096;
-std::map<GemmKey, GemmPlan>& gemm_plans() {
-  thread_local std::map<GemmKey, GemmPlan> plans;
-  return plans;
-}
 
 // f16/bf16 accumulate in f32; f32 without TF32 unless Precision::kTf32.
 cublasComputeType_t compute_type(DataType dtype, Precision precision) {
@@ -132,6 +125,10 @@ GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeTyp
   const cudaDataType_t type = cuda_type(g.dtype);
   const cudaDataType_t scale_type = g.dtype == DataType::kF64 ? CUDA_R_64F : CUDA_R_32F;
   GemmPlan plan;
+  plan.align_a = align_a;
+  plan.align_b = align_b;
+  plan.align_c = align_c;
+  plan.align_r = align_r;
   plan.desc = std::make_unique<LtDescriptors>();
   LtDescriptors& d = *plan.desc;
   TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, compute, scale_type), context);
@@ -183,95 +180,126 @@ GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeTyp
   return plan;
 }
 
-// Enqueues the products. Row-major matrices are column-major transposes, so cuBLASLt computes Cᵀ = op(B)ᵀ · op(A)ᵀ:
-// its "A" is our B and its "B" our A, and Cᵀ [n, m] column-major with ld n is C row-major. Returns false (enqueuing
-// nothing) when cuBLASLt has no algorithm for a product with a bias epilogue, so the caller can add the bias another
-// way; throws for every other failure.
-bool run_gemm(const StepLaunch& launch, const Gemm& g, const std::vector<GemmPointers>& calls) {
+// One product of a step, as prepared: the problem, and a plan for the alignments its pointers are known to have.
+// Constants and arena tensors have fixed addresses; a caller buffer (an engine input or output) is planned at 256-byte
+// alignment, with a second plan at its dtype's alignment for an enqueue whose buffers are less aligned (chosen by a
+// bit test at launch). `offsets` are the byte offsets of the product's calls from the tensors' base addresses.
+struct GemmStep {
+  Gemm g;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  std::size_t workspace_bytes = 0;
+  bool caller_a = false, caller_b = false, caller_c = false, caller_r = false, caller_bias = false;
+  GemmPlan aligned;
+  std::optional<GemmPlan> unaligned;
+  struct Offsets {
+    std::int64_t a, b, c;
+  };
+  std::vector<Offsets> offsets = {{0, 0, 0}};
+
+  bool found() const { return aligned.found && (!unaligned || unaligned->found); }
+};
+
+// The alignment a tensor's address is known to have at prepare: its own for fixed addresses, `caller` for buffers
+// bound at each enqueue.
+std::uint32_t prepared_alignment(const DeviceTensor& t, std::uint32_t caller) {
+  return t.caller_buffer ? caller : value_alignment(reinterpret_cast<std::uintptr_t>(t.data));
+}
+
+// A stand-in bias pointer for a plan whose bias is bound at launch: only its alignment matters to the heuristic.
+alignas(256) const std::byte kAlignedStandIn[256] = {};
+
+// Plans the product g of a, b into c (C = A·B + r with a residual r) for calls at `offsets` from the tensors' bases;
+// `bias` is the bias epilogue's tensor (g.bias is set from it here). The plans may have found no algorithm
+// (GemmStep::found): the caller decides what then.
+GemmStep prepare_gemm(const StepLaunch& launch, const Gemm& g, std::vector<GemmStep::Offsets> offsets,
+                      const DeviceTensor& a, const DeviceTensor& b, const DeviceTensor& c, const DeviceTensor* r,
+                      const DeviceTensor* bias) {
   const std::string& context = layer_name(launch);
-  if (launch.handles == nullptr || launch.handles->cublaslt == nullptr) {
+  if (launch.handles == nullptr || launch.handles->cublaslt() == nullptr) {
     launch.attrs->fail("no cuBLASLt handle was given to the launch");
   }
-  const bool f64 = g.dtype == DataType::kF64;
-  const cublasComputeType_t compute = compute_type(g.dtype, launch.precision);
-
-  // The alignment every call's pointers (and batch strides) guarantee.
+  GemmStep step;
+  step.g = g;
+  step.g.bias = bias == nullptr ? nullptr : bias->caller_buffer ? kAlignedStandIn : bias->data;
+  step.compute = compute_type(g.dtype, launch.precision);
+  step.workspace_bytes = launch.workspace != nullptr ? std::min(launch.workspace_bytes, kGemmWorkspaceBytes) : 0;
+  step.caller_a = a.caller_buffer;
+  step.caller_b = b.caller_buffer;
+  step.caller_c = c.caller_buffer;
+  step.caller_r = r != nullptr && r->caller_buffer;
+  step.caller_bias = bias != nullptr && bias->caller_buffer;
+  step.offsets = std::move(offsets);
   const std::uint64_t element = element_size(g.dtype);
-  std::uint32_t align_a = 256, align_b = 256, align_c = 256, align_r = 256;
-  for (const GemmPointers& p : calls) {
-    align_a = std::min(align_a, value_alignment(reinterpret_cast<std::uintptr_t>(p.b)));
-    align_b = std::min(align_b, value_alignment(reinterpret_cast<std::uintptr_t>(p.a)));
-    align_c = std::min(align_c, value_alignment(reinterpret_cast<std::uintptr_t>(p.c)));
-    if (p.residual != nullptr)
-      align_r = std::min(align_r, value_alignment(reinterpret_cast<std::uintptr_t>(p.residual)));
-  }
-  if (g.batch > 1) {
-    align_a = std::min(align_a, value_alignment(static_cast<std::uint64_t>(g.stride_b) * element));
-    align_b = std::min(align_b, value_alignment(static_cast<std::uint64_t>(g.stride_a) * element));
-    align_c = std::min(align_c, value_alignment(static_cast<std::uint64_t>(g.stride_c) * element));
-  }
-  const std::size_t workspace_bytes =
-      launch.workspace != nullptr ? std::min(launch.workspace_bytes, kGemmWorkspaceBytes) : 0;
-  int device = 0;
-  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), context);
+  auto plan_for = [&](std::uint32_t caller) {
+    std::uint32_t align_a = prepared_alignment(b, caller);  // cuBLASLt's A is our B
+    std::uint32_t align_b = prepared_alignment(a, caller);
+    std::uint32_t align_c = prepared_alignment(c, caller);
+    const std::uint32_t align_r = r != nullptr ? prepared_alignment(*r, caller) : 256;
+    if (g.batch > 1) {
+      align_a = std::min(align_a, value_alignment(static_cast<std::uint64_t>(g.stride_b) * element));
+      align_b = std::min(align_b, value_alignment(static_cast<std::uint64_t>(g.stride_a) * element));
+      align_c = std::min(align_c, value_alignment(static_cast<std::uint64_t>(g.stride_c) * element));
+    }
+    for (const auto& o : step.offsets) {  // every call of the step starts at such an offset from the bases
+      if (o.b != 0) align_a = std::min(align_a, value_alignment(static_cast<std::uint64_t>(o.b)));
+      if (o.a != 0) align_b = std::min(align_b, value_alignment(static_cast<std::uint64_t>(o.a)));
+      if (o.c != 0) align_c = std::min(align_c, value_alignment(static_cast<std::uint64_t>(o.c)));
+    }
+    return make_gemm_plan(launch.handles->cublaslt(), step.g, step.compute, align_a, align_b, align_c, align_r,
+                          step.workspace_bytes, context);
+  };
+  step.aligned = plan_for(256);
+  if (step.caller_a || step.caller_b || step.caller_c || step.caller_r)
+    step.unaligned = plan_for(static_cast<std::uint32_t>(element));
+  return step;
+}
 
-  const GemmKey key = {static_cast<std::int64_t>(g.dtype),
-                       static_cast<std::int64_t>(compute),
-                       g.trans_a ? 1 : 0,
-                       g.trans_b ? 1 : 0,
-                       g.m,
-                       g.n,
-                       g.k,
-                       g.batch,
-                       g.stride_a,
-                       g.stride_b,
-                       g.stride_c,
-                       g.bias != nullptr ? 1 : 0,
-                       g.activation,
-                       static_cast<std::int64_t>(workspace_bytes),
-                       align_a,
-                       align_b,
-                       align_c,
-                       align_r,
-                       device,
-                       g.accumulate ? 1 : 0};
-  auto& plans = gemm_plans();
-  auto it = plans.find(key);
-  if (it == plans.end()) {
-    if (plans.size() >= kMaxGemmPlans) plans.clear();
-    it = plans
-             .emplace(key, make_gemm_plan(launch.handles->cublaslt, g, compute, align_a, align_b, align_c, align_r,
-                                          workspace_bytes, context))
-             .first;
+[[noreturn]] void throw_no_algorithm(const StepLaunch& launch, const Gemm& g) {
+  throw_cublas_error(
+      "cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED,
+      layer_name(launch) + (epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT && epilogue_of(g) != CUBLASLT_EPILOGUE_BIAS
+                                ? " (no cuBLASLt algorithm with the fused activation epilogue)"
+                                : ""));
+}
+
+// Enqueues a prepared product on the bound addresses. Row-major matrices are column-major transposes, so cuBLASLt
+// computes Cᵀ = op(B)ᵀ · op(A)ᵀ: its "A" is our B and its "B" our A, and Cᵀ [n, m] column-major with ld n is C
+// row-major.
+void run_gemm(const StepLaunch& launch, const GemmStep& step, const void* a, const void* b, void* c,
+              const void* residual, const void* bias) {
+  const GemmPlan* plan = &step.aligned;
+  if (step.unaligned) {
+    auto meets = [](bool caller, const void* p, std::uint32_t need) {
+      return !caller || value_alignment(reinterpret_cast<std::uintptr_t>(p)) >= need;
+    };
+    if (!meets(step.caller_b, b, plan->align_a) || !meets(step.caller_a, a, plan->align_b) ||
+        !meets(step.caller_c, c, plan->align_c) || !meets(step.caller_r, residual, plan->align_r))
+      plan = &*step.unaligned;
   }
-  GemmPlan& plan = it->second;
-  if (!plan.found) {
-    if (g.bias != nullptr && g.activation == 0 && calls.front().residual == nullptr) return false;
-    throw_cublas_error(
-        "cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED,
-        context + (epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT && epilogue_of(g) != CUBLASLT_EPILOGUE_BIAS
-                       ? " (no cuBLASLt algorithm with the fused activation epilogue)"
-                       : ""));
-  }
-  const LtDescriptors& d = *plan.desc;
-  if (g.bias != nullptr) {  // the same problem in another layer has another bias
+  const LtDescriptors& d = *plan->desc;
+  if (step.caller_bias) {
     TENSORACLE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), context);
+        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        layer_name(launch));
   }
-
+  const Gemm& g = step.g;
   const float one_f = 1.0F, zero_f = 0.0F;
   const double one_d = 1.0, zero_d = 0.0;
+  const bool f64 = g.dtype == DataType::kF64;
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
   const void* beta =
       g.accumulate ? alpha : (f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f));
-  for (const GemmPointers& p : calls) {
-    const void* c_in = p.residual != nullptr ? p.residual : p.c;
+  const auto* base_a = static_cast<const std::byte*>(a);
+  const auto* base_b = static_cast<const std::byte*>(b);
+  auto* base_c = static_cast<std::byte*>(c);
+  for (const GemmStep::Offsets& o : step.offsets) {
+    void* pc = base_c + o.c;
+    const void* c_in = residual != nullptr ? residual : pc;
     TENSORACLE_CUBLAS_CHECK(
-        cublasLtMatmul(launch.handles->cublaslt, d.op, alpha, p.b, d.a, p.a, d.b, beta, c_in, d.c, p.c, d.c,
-                       &plan.heuristic.algo, launch.workspace, workspace_bytes, launch.stream),
-        context);
+        cublasLtMatmul(launch.handles->cublaslt(), d.op, alpha, base_b + o.b, d.a, base_a + o.a, d.b, beta, c_in, d.c,
+                       pc, d.c, &plan->heuristic.algo, launch.workspace, step.workspace_bytes, launch.stream),
+        layer_name(launch));
   }
-  return true;
 }
 
 // ---- bias rows: out[r, j] = bias[j] ----
@@ -281,19 +309,19 @@ __global__ void fill_rows_kernel(const W* bias, W* out, Index n, Index features)
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) out[i] = bias[i % features];
 }
 
-void fill_rows(const StepLaunch& launch, const DeviceTensor& bias, void* out, std::int64_t rows,
+void fill_rows(const StepLaunch& launch, DataType dtype, const void* bias, void* out, std::int64_t rows,
                std::int64_t features) {
   const std::int64_t n = rows * features;
   if (n == 0) return;
-  dispatch_element_word(element_size(bias.dtype), [&](auto tag) {
+  dispatch_element_word(element_size(dtype), [&](auto tag) {
     using W = typename decltype(tag)::type;
     if (fits_index32(n)) {
       fill_rows_kernel<W, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-          static_cast<const W*>(bias.data), static_cast<W*>(out), static_cast<std::int32_t>(n),
+          static_cast<const W*>(bias), static_cast<W*>(out), static_cast<std::int32_t>(n),
           static_cast<std::int32_t>(features));
     } else {
-      fill_rows_kernel<W, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const W*>(bias.data),
-                                                                                     static_cast<W*>(out), n, features);
+      fill_rows_kernel<W, std::int64_t>
+          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const W*>(bias), static_cast<W*>(out), n, features);
     }
     check_launch(launch);
   });
@@ -307,25 +335,33 @@ void zero_fill(const StepLaunch& launch, void* data, std::size_t bytes) {
 // ---- matmul ----
 // The batch dims broadcast (NumPy). After merging the batch axes that both operands walk contiguously (or both
 // broadcast), the innermost merged axis becomes cuBLASLt's strided batch (stride 0 for a broadcast operand) and any
-// remaining outer axes are enumerated here, one cuBLASLt call per outer index, so every broadcast pattern works; the
-// common ones (equal batch dims, one operand without batch dims) take a single call.
+// remaining outer axes are enumerated at prepare, one cuBLASLt call per outer index, so every broadcast pattern works;
+// the common ones (equal batch dims, one operand without batch dims) take a single call.
 
-void launch_matmul(const StepLaunch& launch) {
+struct MatmulPlan {
+  enum class Kind { kEmpty, kZero, kGemm } kind = Kind::kEmpty;
+  std::size_t out_bytes = 0;  // kZero: an empty sum
+  std::optional<GemmStep> gemm;
+};
+
+MatmulPlan prepare_matmul(const StepLaunch& launch) {
   const DeviceTensor& a = launch.inputs.at(0);
   const DeviceTensor& b = launch.inputs.at(1);
   const DeviceTensor& out = launch.outputs.at(0);
   const bool trans_a = launch.attrs->get_bool("transpose_a", false);
   const bool trans_b = launch.attrs->get_bool("transpose_b", false);
   const int rank = out.shape.rank();
-  const int ra = a.shape.rank(), rb = b.shape.rank();
+  const int ra = a.shape.rank();
   const std::int64_t m = out.shape[rank - 2], n = out.shape[rank - 1];
   const std::int64_t k = trans_a ? a.shape[ra - 2] : a.shape[ra - 1];
   const std::int64_t total = volume(out.shape);
-  if (total == 0) return;
+  MatmulPlan plan;
+  if (total == 0) return plan;
   const std::size_t element = element_size(out.dtype);
-  if (k == 0) {  // an empty sum
-    zero_fill(launch, out.data, static_cast<std::size_t>(total) * element);
-    return;
+  if (k == 0) {
+    plan.kind = MatmulPlan::Kind::kZero;
+    plan.out_bytes = static_cast<std::size_t>(total) * element;
+    return plan;
   }
 
   // Batch strides in matrices: 0 where an operand is broadcast.
@@ -360,13 +396,10 @@ void launch_matmul(const StepLaunch& launch) {
   g.n = n;
   g.k = k;
   const std::int64_t size_a = m * k, size_b = k * n, size_c = m * n;
-  std::vector<GemmPointers> calls;
-  const auto* base_a = static_cast<const std::byte*>(a.data);
-  const auto* base_b = static_cast<const std::byte*>(b.data);
-  auto* base_c = static_cast<std::byte*>(out.data);
   const auto e = static_cast<std::int64_t>(element);
+  std::vector<GemmStep::Offsets> offsets;
   if (dims.empty()) {
-    calls.push_back({a.data, b.data, out.data});
+    offsets.push_back({0, 0, 0});
   } else {
     const std::size_t last = dims.size() - 1;
     if (dims[last] > std::numeric_limits<std::int32_t>::max()) launch.attrs->fail("too many matrices in one batch");
@@ -385,60 +418,118 @@ void launch_matmul(const StepLaunch& launch) {
         ob += c * mb[i];
         oc += c * mc[i];
       }
-      calls.push_back({base_a + oa * size_a * e, base_b + ob * size_b * e, base_c + oc * size_c * e});
+      offsets.push_back({oa * size_a * e, ob * size_b * e, oc * size_c * e});
     }
   }
-  run_gemm(launch, g, calls);
+  plan.kind = MatmulPlan::Kind::kGemm;
+  plan.gemm = prepare_gemm(launch, g, std::move(offsets), a, b, out, nullptr, nullptr);
+  if (!plan.gemm->found()) throw_no_algorithm(launch, g);
+  return plan;
+}
+
+void launch_matmul(const StepLaunch& launch, const MatmulPlan& plan) {
+  void* out = launch.outputs[0].data;
+  switch (plan.kind) {
+    case MatmulPlan::Kind::kEmpty: return;
+    case MatmulPlan::Kind::kZero: zero_fill(launch, out, plan.out_bytes); return;
+    case MatmulPlan::Kind::kGemm:
+      run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out, nullptr, nullptr);
+      return;
+  }
 }
 
 // ---- linear: x [..., in] · weight[out, in]ᵀ + bias[out] ----
 
-// kEpilogue: the bias goes through cuBLASLt's bias epilogue (falling back to the beta form when cuBLASLt has no
-// algorithm with it); otherwise the output is first filled with the bias rows and the product accumulates onto them
-// (beta = 1). Either way the bias is added to the f32 (f64) accumulator and the sum rounded once.
+// kEpilogue: the bias goes through cuBLASLt's bias epilogue (the beta form when cuBLASLt has no algorithm with it);
+// otherwise the output is first filled with the bias rows and the product accumulates onto them (beta = 1). Either way
+// the bias is added to the f32 (f64) accumulator and the sum rounded once.
+struct LinearPlan {
+  enum class Kind { kEmpty, kBiasOnly, kZero, kGemm } kind = Kind::kEmpty;
+  bool has_bias = false;
+  bool fill_bias_rows = false;  // kGemm: the beta form (bias rows first, the product accumulates onto them)
+  bool residual = false;        // kGemm: input 3, the fused epilogue's residual
+  DataType dtype = DataType::kF32;
+  std::int64_t rows = 0, features = 0;
+  std::size_t out_bytes = 0;
+  std::optional<GemmStep> gemm;
+};
+
+// An optional input given to the step (a tensor, or a caller buffer bound at enqueue).
+bool present(const StepLaunch& launch, std::size_t index) {
+  return index < launch.inputs.size() && (launch.inputs[index].data != nullptr || launch.inputs[index].caller_buffer);
+}
+
 template <bool kEpilogue>
-void launch_linear(const StepLaunch& launch) {
+LinearPlan prepare_linear(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& weight = launch.inputs.at(1);
-  const DeviceTensor* bias = launch.inputs.size() > 2 && launch.inputs[2].data != nullptr ? &launch.inputs[2] : nullptr;
+  const DeviceTensor* bias = present(launch, 2) ? &launch.inputs[2] : nullptr;
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t features = weight.shape[0], in = weight.shape[1];
-  const std::int64_t rows = volume(x.shape, 0, x.shape.rank() - 1);
+  LinearPlan plan;
+  plan.dtype = out.dtype;
+  plan.has_bias = bias != nullptr;
+  plan.features = weight.shape[0];
+  plan.rows = volume(x.shape, 0, x.shape.rank() - 1);
+  const std::int64_t in = weight.shape[1];
   // The builder's fused epilogue: activation(x·Wᵀ + bias + residual) (only the epilogue entries take it).
-  const void* residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
+  const DeviceTensor* residual = present(launch, 3) ? &launch.inputs[3] : nullptr;
+  plan.residual = residual != nullptr;
   const int activation = epilogue_activation(launch.attrs->get_string("activation", "none"));
   const bool fused = residual != nullptr || activation != 0;
-  if (rows == 0 || features == 0) return;
+  if (plan.rows == 0 || plan.features == 0) return plan;
   if (in == 0 && fused) launch.attrs->fail("a fused epilogue on an empty product (weight with 0 columns)");
   if (in == 0) {  // an empty sum: the bias alone
-    if (bias != nullptr) {
-      fill_rows(launch, *bias, out.data, rows, features);
-    } else {
-      zero_fill(launch, out.data, static_cast<std::size_t>(rows * features) * element_size(out.dtype));
-    }
-    return;
+    plan.kind = bias != nullptr ? LinearPlan::Kind::kBiasOnly : LinearPlan::Kind::kZero;
+    plan.out_bytes = static_cast<std::size_t>(plan.rows * plan.features) * element_size(out.dtype);
+    return plan;
   }
+  plan.kind = LinearPlan::Kind::kGemm;
   Gemm g;
   g.dtype = out.dtype;
   g.trans_a = false;
   g.trans_b = true;
-  g.m = rows;
-  g.n = features;
+  g.m = plan.rows;
+  g.n = plan.features;
   g.k = in;
-  const std::vector<GemmPointers> calls = {{x.data, weight.data, out.data, residual}};
   if (kEpilogue && (bias != nullptr || fused)) {
-    g.bias = bias != nullptr ? bias->data : nullptr;
     g.activation = activation;
     g.accumulate = residual != nullptr;
-    if (run_gemm(launch, g, calls)) return;  // false only for a plain bias epilogue
-    g.bias = nullptr;
+    GemmStep step = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, residual, bias);
+    if (step.found()) {
+      plan.gemm = std::move(step);
+      return plan;
+    }
+    if (fused) throw_no_algorithm(launch, step.g);  // only a plain bias epilogue has the beta form to fall back on
+    g.activation = 0;
     g.accumulate = false;
   }
   if (bias != nullptr) {
-    fill_rows(launch, *bias, out.data, rows, features);
+    plan.fill_bias_rows = true;
     g.accumulate = true;
   }
-  run_gemm(launch, g, calls);
+  plan.gemm = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, nullptr, nullptr);
+  if (!plan.gemm->found()) throw_no_algorithm(launch, g);
+  return plan;
+}
+
+void launch_linear(const StepLaunch& launch, const LinearPlan& plan) {
+  void* out = launch.outputs[0].data;
+  const void* bias = plan.has_bias ? launch.inputs[2].data : nullptr;
+  switch (plan.kind) {
+    case LinearPlan::Kind::kEmpty: return;
+    case LinearPlan::Kind::kZero: zero_fill(launch, out, plan.out_bytes); return;
+    case LinearPlan::Kind::kBiasOnly: fill_rows(launch, plan.dtype, bias, out, plan.rows, plan.features); return;
+    case LinearPlan::Kind::kGemm: {
+      if (plan.fill_bias_rows) {
+        fill_rows(launch, plan.dtype, bias, out, plan.rows, plan.features);
+        run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out, nullptr, nullptr);
+      } else {
+        run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out,
+                 plan.residual ? launch.inputs[3].data : nullptr, bias);
+      }
+      return;
+    }
+  }
 }
 
 // ---- supports ----
@@ -495,24 +586,30 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   const std::size_t ws = kGemmWorkspaceBytes;
   const std::vector<KernelEntry> entries = {
       // f32 uses TF32 tensor cores only at Precision::kTf32.
-      {"matmul_f32_cublaslt", "matmul", supports_gemm<DataType::kF32>, launch_matmul, ws},
-      {"matmul_f16_f32acc_cublaslt", "matmul", supports_gemm<DataType::kF16>, launch_matmul, ws},
-      {"matmul_bf16_f32acc_cublaslt", "matmul", supports_gemm<DataType::kBF16>, launch_matmul, ws},
-      {"matmul_f64_cublaslt", "matmul", supports_gemm<DataType::kF64>, launch_matmul, ws},
-      {"linear_f32_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF32>, launch_linear<true>, ws,
-       linear_workspace},
-      {"linear_f16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kF16>, launch_linear<true>, ws,
-       linear_workspace},
-      {"linear_bf16_f32acc_cublaslt_bias_epilogue", "linear", supports_gemm<DataType::kBF16>, launch_linear<true>, ws,
-       linear_workspace},
-      {"linear_f32_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF32>, launch_linear<false>, ws,
-       linear_workspace},
-      {"linear_f16_f32acc_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF16>, launch_linear<false>,
-       ws, linear_workspace},
-      {"linear_bf16_f32acc_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kBF16>, launch_linear<false>,
-       ws, linear_workspace},
-      {"linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, launch_linear<false>, ws,
-       linear_workspace},
+      prepared_kernel<prepare_matmul, launch_matmul>("matmul_f32_cublaslt", "matmul", supports_gemm<DataType::kF32>,
+                                                     ws),
+      prepared_kernel<prepare_matmul, launch_matmul>("matmul_f16_f32acc_cublaslt", "matmul",
+                                                     supports_gemm<DataType::kF16>, ws),
+      prepared_kernel<prepare_matmul, launch_matmul>("matmul_bf16_f32acc_cublaslt", "matmul",
+                                                     supports_gemm<DataType::kBF16>, ws),
+      prepared_kernel<prepare_matmul, launch_matmul>("matmul_f64_cublaslt", "matmul", supports_gemm<DataType::kF64>,
+                                                     ws),
+      prepared_kernel<prepare_linear<true>, launch_linear>("linear_f32_cublaslt_bias_epilogue", "linear",
+                                                           supports_gemm<DataType::kF32>, ws, linear_workspace),
+      prepared_kernel<prepare_linear<true>, launch_linear>("linear_f16_f32acc_cublaslt_bias_epilogue", "linear",
+                                                           supports_gemm<DataType::kF16>, ws, linear_workspace),
+      prepared_kernel<prepare_linear<true>, launch_linear>("linear_bf16_f32acc_cublaslt_bias_epilogue", "linear",
+                                                           supports_gemm<DataType::kBF16>, ws, linear_workspace),
+      prepared_kernel<prepare_linear<false>, launch_linear>(
+          "linear_f32_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF32>, ws, linear_workspace),
+      prepared_kernel<prepare_linear<false>, launch_linear>("linear_f16_f32acc_cublaslt_bias_beta", "linear",
+                                                            supports_gemm_unfused<DataType::kF16>, ws,
+                                                            linear_workspace),
+      prepared_kernel<prepare_linear<false>, launch_linear>("linear_bf16_f32acc_cublaslt_bias_beta", "linear",
+                                                            supports_gemm_unfused<DataType::kBF16>, ws,
+                                                            linear_workspace),
+      prepared_kernel<prepare_linear<false>, launch_linear>(
+          "linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, ws, linear_workspace),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

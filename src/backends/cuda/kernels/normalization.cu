@@ -155,33 +155,19 @@ __global__ void softmax_columns_kernel(const T* x, T* y, std::int64_t outer, std
   }
 }
 
-template <typename T, bool kLog>
-void softmax_typed(const StepLaunch& launch, std::int64_t outer, std::int64_t len, std::int64_t inner) {
-  const T* x = static_cast<const T*>(launch.inputs.at(0).data);
-  T* y = static_cast<T*>(launch.outputs.at(0).data);
-  cudaStream_t stream = launch.stream;
-  if (inner == 1) {
-    const std::int64_t rows = outer;
-    const unsigned warp_grid = grid_for(rows, kWarpRowsThreads / 32);
-    if (len <= 128) {
-      softmax_warp_kernel<T, 4, kLog><<<warp_grid, kWarpRowsThreads, 0, stream>>>(x, y, rows, static_cast<int>(len));
-    } else if (len <= kWarpRowMax) {
-      softmax_warp_kernel<T, 32, kLog><<<warp_grid, kWarpRowsThreads, 0, stream>>>(x, y, rows, static_cast<int>(len));
-    } else {
-      softmax_block_kernel<T, kLog><<<grid_for(rows, 1), kBlockRowThreads, 0, stream>>>(x, y, rows, len);
-    }
-  } else if (outer * inner >= kManyColumns) {
-    softmax_strided_kernel<T, kLog><<<grid_for(outer * inner), kThreads, 0, stream>>>(x, y, outer, len, inner);
-  } else {
-    const dim3 grid(static_cast<unsigned>((inner + kColumnTile - 1) / kColumnTile),
-                    static_cast<unsigned>(std::min<std::int64_t>(outer, 65535)));
-    softmax_columns_kernel<T, kLog><<<grid, dim3(kColumnTile, kColumnSplit), 0, stream>>>(x, y, outer, len, inner);
-  }
-  check_launch(launch);
-}
+// Which kernel runs: a warp per row (4 or 32 values a lane), a block per row, a thread per column, or a block per
+// 32 columns.
+enum class SoftmaxPath { kWarp4, kWarp32, kBlock, kStrided, kColumns };
 
-template <bool kLog>
-void launch_softmax(const StepLaunch& launch) {
+struct SoftmaxPlan {
+  bool empty = false;
+  DataType dtype = DataType::kF32;
+  SoftmaxPath path = SoftmaxPath::kWarp4;
+  dim3 grid;  // the block is the path's
+  std::int64_t outer = 0, len = 0, inner = 0;
+};
+
+SoftmaxPlan prepare_softmax(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const int rank = x.shape.rank();
   std::int64_t axis = launch.attrs->get_int("axis");
@@ -191,14 +177,72 @@ void launch_softmax(const StepLaunch& launch) {
     axis += rank;
   }
   const int a = static_cast<int>(axis);
-  const std::int64_t outer = rank == 0 ? 1 : volume(x.shape, 0, a);
-  const std::int64_t len = rank == 0 ? 1 : x.shape[a];
-  const std::int64_t inner = rank == 0 ? 1 : volume(x.shape, a + 1, rank);
-  if (outer * len * inner == 0) return;
-  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
-    softmax_typed<typename decltype(tag)::type, kLog>(launch, outer, len, inner);
-  });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  SoftmaxPlan plan;
+  plan.outer = rank == 0 ? 1 : volume(x.shape, 0, a);
+  plan.len = rank == 0 ? 1 : x.shape[a];
+  plan.inner = rank == 0 ? 1 : volume(x.shape, a + 1, rank);
+  if (plan.outer * plan.len * plan.inner == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  if (!in_list(FloatTypes{}, x.dtype)) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  plan.dtype = x.dtype;
+  const std::int64_t outer = plan.outer, len = plan.len, inner = plan.inner;
+  if (inner == 1) {
+    const std::int64_t rows = outer;
+    if (len <= 128) {
+      plan.path = SoftmaxPath::kWarp4;
+      plan.grid = dim3(grid_for(rows, kWarpRowsThreads / 32));
+    } else if (len <= kWarpRowMax) {
+      plan.path = SoftmaxPath::kWarp32;
+      plan.grid = dim3(grid_for(rows, kWarpRowsThreads / 32));
+    } else {
+      plan.path = SoftmaxPath::kBlock;
+      plan.grid = dim3(grid_for(rows, 1));
+    }
+  } else if (outer * inner >= kManyColumns) {
+    plan.path = SoftmaxPath::kStrided;
+    plan.grid = dim3(grid_for(outer * inner));
+  } else {
+    plan.path = SoftmaxPath::kColumns;
+    plan.grid = dim3(static_cast<unsigned>((inner + kColumnTile - 1) / kColumnTile),
+                     static_cast<unsigned>(std::min<std::int64_t>(outer, 65535)));
+  }
+  return plan;
+}
+
+template <typename T, bool kLog>
+void softmax_typed(const StepLaunch& launch, const SoftmaxPlan& plan) {
+  const T* x = static_cast<const T*>(launch.inputs.at(0).data);
+  T* y = static_cast<T*>(launch.outputs.at(0).data);
+  cudaStream_t stream = launch.stream;
+  const std::int64_t outer = plan.outer, len = plan.len, inner = plan.inner;
+  switch (plan.path) {
+    case SoftmaxPath::kWarp4:
+      softmax_warp_kernel<T, 4, kLog><<<plan.grid, kWarpRowsThreads, 0, stream>>>(x, y, outer, static_cast<int>(len));
+      break;
+    case SoftmaxPath::kWarp32:
+      softmax_warp_kernel<T, 32, kLog><<<plan.grid, kWarpRowsThreads, 0, stream>>>(x, y, outer, static_cast<int>(len));
+      break;
+    case SoftmaxPath::kBlock:
+      softmax_block_kernel<T, kLog><<<plan.grid, kBlockRowThreads, 0, stream>>>(x, y, outer, len);
+      break;
+    case SoftmaxPath::kStrided:
+      softmax_strided_kernel<T, kLog><<<plan.grid, kThreads, 0, stream>>>(x, y, outer, len, inner);
+      break;
+    case SoftmaxPath::kColumns:
+      softmax_columns_kernel<T, kLog>
+          <<<plan.grid, dim3(kColumnTile, kColumnSplit), 0, stream>>>(x, y, outer, len, inner);
+      break;
+  }
+  check_launch(launch);
+}
+
+template <bool kLog>
+void launch_softmax(const StepLaunch& launch, const SoftmaxPlan& plan) {
+  if (plan.empty) return;
+  dispatch(FloatTypes{}, plan.dtype,
+           [&](auto tag) { softmax_typed<typename decltype(tag)::type, kLog>(launch, plan); });
 }
 
 // ---- layer_norm / rms_norm over the last normalized_rank dims ----
@@ -386,62 +430,125 @@ __global__ void norm_block_kernel(const T* x, const T* weight, const T* bias, T*
 template <typename T>
 constexpr int kRowRegisters = std::is_same_v<NormStat<T>, double> ? 16 : 32;
 
-template <typename T, int kV, bool kRms>
-void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, std::int64_t len,
-                      float eps_f, double eps, cudaStream_t stream) {
+// Which kernel holds a row of kV-element vectors: norm_rows_kernel with 8 lanes, a warp or a block of `threads` per
+// row, else norm_block_kernel.
+enum class RowsPath { kLanes8, kWarp, kBlockRow, kLongRow };
+
+struct RowsLaunch {
+  RowsPath path = RowsPath::kLanes8;
+  unsigned grid = 1;
+  int threads = kWarpRowsThreads;
+};
+
+template <typename T, int kV>
+RowsLaunch plan_norm_rows(std::int64_t rows, std::int64_t len) {
   constexpr int kPer = kRowRegisters<T> / kV;  // vectors per thread
   const std::int64_t vectors = len / kV;
-  if (vectors <= 8 * kPer) {
-    norm_rows_kernel<T, kV, kPer, 8, kRms><<<grid_for(rows, kWarpRowsThreads / 8), kWarpRowsThreads, 0, stream>>>(
-        x, weight, bias, y, rows, static_cast<int>(len), eps_f, eps);
-  } else if (vectors <= 32 * kPer) {
-    norm_rows_kernel<T, kV, kPer, 32, kRms><<<grid_for(rows, kWarpRowsThreads / 32), kWarpRowsThreads, 0, stream>>>(
-        x, weight, bias, y, rows, static_cast<int>(len), eps_f, eps);
-  } else if (vectors <= kBlockRowThreads * kPer) {
+  if (vectors <= 8 * kPer) return {RowsPath::kLanes8, grid_for(rows, kWarpRowsThreads / 8), kWarpRowsThreads};
+  if (vectors <= 32 * kPer) return {RowsPath::kWarp, grid_for(rows, kWarpRowsThreads / 32), kWarpRowsThreads};
+  if (vectors <= kBlockRowThreads * kPer) {
     // The fewest threads (a multiple of 32) that hold the row.
     const std::int64_t needed = (vectors + kPer - 1) / kPer;
     const int threads = static_cast<int>(std::max<std::int64_t>(128, (needed + 31) / 32 * 32));
-    norm_rows_kernel<T, kV, kPer, 0, kRms>
-        <<<grid_for(rows, 1), threads, 0, stream>>>(x, weight, bias, y, rows, static_cast<int>(len), eps_f, eps);
-  } else {
-    norm_block_kernel<T, kRms>
-        <<<grid_for(rows, 1), kBlockRowThreads, 0, stream>>>(x, weight, bias, y, rows, len, eps_f, eps);
+    return {RowsPath::kBlockRow, grid_for(rows, 1), threads};
   }
+  return {RowsPath::kLongRow, grid_for(rows, 1), kBlockRowThreads};
 }
 
+// The elements of T in a 16-byte vector.
+template <typename T>
+constexpr int kNormVector = 16 / static_cast<int>(sizeof(T));
+
+struct LastDimsNormPlan {
+  bool empty = false;
+  DataType dtype = DataType::kF32;
+  double eps = 0;
+  float eps_f = 0;
+  std::int64_t rows = 0, len = 0;
+  bool whole_vectors = false;  // len is a multiple of the 16-byte vector (the addresses are tested at launch)
+  RowsLaunch vector_rows;      // in 16-byte vectors
+  RowsLaunch scalar_rows;      // one element at a time
+};
+
 template <bool kRms>
-void launch_last_dims_norm(const StepLaunch& launch) {
+LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const int rank = x.shape.rank();
   const double eps = launch.attrs->get_float("epsilon", kRms ? 1e-6 : 1e-5);
   const auto normalized = static_cast<int>(launch.attrs->get_int("normalized_rank", 1));
   const std::int64_t len = volume(x.shape, rank - normalized, rank);
   const std::int64_t total = volume(x.shape);
-  if (len == 0 || total == 0) return;
-  const std::int64_t rows = total / len;
-  const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
-  const void* bias = !kRms && launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
-  const float eps_f = host_double_to_float(eps);
-  cudaStream_t stream = launch.stream;
+  LastDimsNormPlan plan;
+  if (len == 0 || total == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  plan.dtype = x.dtype;
+  plan.eps = eps;
+  plan.eps_f = host_double_to_float(eps);
+  plan.rows = total / len;
+  plan.len = len;
   const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = static_cast<const T*>(x.data);
+    plan.whole_vectors = len % kNormVector<T> == 0;
+    plan.vector_rows = plan_norm_rows<T, kNormVector<T>>(plan.rows, len);
+    plan.scalar_rows = plan_norm_rows<T, 1>(plan.rows, len);
+  });
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  return plan;
+}
+
+template <typename T, int kV, bool kRms>
+void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, const LastDimsNormPlan& plan,
+                      const RowsLaunch& rows_launch, cudaStream_t stream) {
+  constexpr int kPer = kRowRegisters<T> / kV;  // vectors per thread
+  const std::int64_t rows = plan.rows;
+  const auto len = static_cast<int>(plan.len);
+  const unsigned grid = rows_launch.grid;
+  const int threads = rows_launch.threads;
+  switch (rows_launch.path) {
+    case RowsPath::kLanes8:
+      norm_rows_kernel<T, kV, kPer, 8, kRms>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps);
+      break;
+    case RowsPath::kWarp:
+      norm_rows_kernel<T, kV, kPer, 32, kRms>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps);
+      break;
+    case RowsPath::kBlockRow:
+      norm_rows_kernel<T, kV, kPer, 0, kRms>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps);
+      break;
+    case RowsPath::kLongRow:
+      norm_block_kernel<T, kRms>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, plan.len, plan.eps_f, plan.eps);
+      break;
+  }
+}
+
+template <bool kRms>
+void launch_last_dims_norm(const StepLaunch& launch, const LastDimsNormPlan& plan) {
+  if (plan.empty) return;
+  const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
+  const void* bias = !kRms && launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
+  cudaStream_t stream = launch.stream;
+  dispatch(FloatTypes{}, plan.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(launch.inputs.at(0).data);
     const T* wp = static_cast<const T*>(weight);
     const T* bp = static_cast<const T*>(bias);
     T* yp = static_cast<T*>(launch.outputs.at(0).data);
     // 16-byte vectors when the row length and every pointer allow it, else one element at a time.
-    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-    const bool vector = len % kVec == 0 && pointer_alignment(xp, 16) == 16 && pointer_alignment(yp, 16) == 16 &&
+    const bool vector = plan.whole_vectors && pointer_alignment(xp, 16) == 16 && pointer_alignment(yp, 16) == 16 &&
                         (wp == nullptr || pointer_alignment(wp, 16) == 16) &&
                         (bp == nullptr || pointer_alignment(bp, 16) == 16);
     if (vector) {
-      launch_norm_rows<T, kVec, kRms>(xp, wp, bp, yp, rows, len, eps_f, eps, stream);
+      launch_norm_rows<T, kNormVector<T>, kRms>(xp, wp, bp, yp, plan, plan.vector_rows, stream);
     } else {
-      launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, rows, len, eps_f, eps, stream);
+      launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, plan, plan.scalar_rows, stream);
     }
     check_launch(launch);
   });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
 }
 
 // ---- batch_norm (inference): x [N, C, ...], per-channel statistics as inputs ----
@@ -459,34 +566,57 @@ __global__ void batch_norm_kernel(const T* x, const T* mean, const T* var, const
   }
 }
 
-void launch_batch_norm(const StepLaunch& launch) {
+struct BatchNormPlan {
+  bool empty = false;
+  DataType dtype = DataType::kF32;
+  double eps = 0;
+  float eps_f = 0;
+  std::int64_t n = 0, channels = 0, spatial = 0;
+  bool index32 = true;
+  unsigned grid = 1;
+};
+
+BatchNormPlan prepare_batch_norm(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const double eps = launch.attrs->get_float("epsilon", 1e-5);
-  const std::int64_t n = volume(x.shape);
-  if (n == 0) return;
-  const std::int64_t channels = x.shape[1];
-  const std::int64_t spatial = volume(x.shape, 2, x.shape.rank());
+  BatchNormPlan plan;
+  plan.n = volume(x.shape);
+  if (plan.n == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  plan.channels = x.shape[1];
+  plan.spatial = volume(x.shape, 2, x.shape.rank());
+  plan.eps = eps;
+  plan.eps_f = host_double_to_float(eps);
+  if (!in_list(FloatTypes{}, x.dtype)) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  plan.dtype = x.dtype;
+  plan.index32 = fits_index32(plan.n);
+  plan.grid = grid_for(plan.n);
+  return plan;
+}
+
+void launch_batch_norm(const StepLaunch& launch, const BatchNormPlan& plan) {
+  if (plan.empty) return;
   const void* weight = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
   const void* bias = launch.inputs.size() > 4 ? launch.inputs[4].data : nullptr;
-  const float eps_f = host_double_to_float(eps);
-  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
+  dispatch(FloatTypes{}, plan.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto run = [&](auto index) {
       using Index = decltype(index);
-      batch_norm_kernel<T, Index><<<grid_for(n), kThreads, 0, launch.stream>>>(
-          static_cast<const T*>(x.data), static_cast<const T*>(launch.inputs.at(1).data),
+      batch_norm_kernel<T, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
+          static_cast<const T*>(launch.inputs.at(0).data), static_cast<const T*>(launch.inputs.at(1).data),
           static_cast<const T*>(launch.inputs.at(2).data), static_cast<const T*>(weight), static_cast<const T*>(bias),
-          static_cast<T*>(launch.outputs.at(0).data), static_cast<Index>(n), static_cast<Index>(channels),
-          static_cast<Index>(spatial), eps_f, eps);
+          static_cast<T*>(launch.outputs.at(0).data), static_cast<Index>(plan.n), static_cast<Index>(plan.channels),
+          static_cast<Index>(plan.spatial), plan.eps_f, plan.eps);
     };
-    if (fits_index32(n)) {
+    if (plan.index32) {
       run(std::int32_t{0});
     } else {
       run(std::int64_t{0});
     }
     check_launch(launch);
   });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
 }
 
 // ---- group_norm / instance_norm: one block per contiguous (n, group) block of channels x spatial positions ----
@@ -518,8 +648,17 @@ __global__ void grouped_norm_kernel(const T* x, const T* weight, const T* bias, 
   }
 }
 
+struct GroupedNormPlan {
+  bool empty = false;
+  DataType dtype = DataType::kF32;
+  double eps = 0;
+  float eps_f = 0;
+  std::int64_t blocks = 0, block_len = 0, channels = 0, spatial = 0;
+  unsigned grid = 1;
+};
+
 template <bool kInstance>
-void launch_grouped_norm(const StepLaunch& launch) {
+GroupedNormPlan prepare_grouped_norm(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const double eps = launch.attrs->get_float("epsilon", 1e-5);
   const std::int64_t channels = x.shape[1];
@@ -527,19 +666,35 @@ void launch_grouped_norm(const StepLaunch& launch) {
   const std::int64_t spatial = volume(x.shape, 2, x.shape.rank());
   const std::int64_t total = volume(x.shape);
   const std::int64_t block_len = groups == 0 ? 0 : channels / groups * spatial;
-  if (block_len == 0 || total == 0) return;
-  const std::int64_t blocks = total / block_len;
+  GroupedNormPlan plan;
+  if (block_len == 0 || total == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  if (!in_list(FloatTypes{}, x.dtype)) launch.attrs->fail("unsupported dtype for the CUDA kernel");
+  plan.dtype = x.dtype;
+  plan.eps = eps;
+  plan.eps_f = host_double_to_float(eps);
+  plan.blocks = total / block_len;
+  plan.block_len = block_len;
+  plan.channels = channels;
+  plan.spatial = spatial;
+  plan.grid = grid_for(plan.blocks, 1);
+  return plan;
+}
+
+void launch_grouped_norm(const StepLaunch& launch, const GroupedNormPlan& plan) {
+  if (plan.empty) return;
   const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
   const void* bias = launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
-  const float eps_f = host_double_to_float(eps);
-  const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
+  dispatch(FloatTypes{}, plan.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    grouped_norm_kernel<T><<<grid_for(blocks, 1), kBlockRowThreads, 0, launch.stream>>>(
-        static_cast<const T*>(x.data), static_cast<const T*>(weight), static_cast<const T*>(bias),
-        static_cast<T*>(launch.outputs.at(0).data), blocks, block_len, channels, spatial, eps_f, eps);
+    grouped_norm_kernel<T><<<plan.grid, kBlockRowThreads, 0, launch.stream>>>(
+        static_cast<const T*>(launch.inputs.at(0).data), static_cast<const T*>(weight), static_cast<const T*>(bias),
+        static_cast<T*>(launch.outputs.at(0).data), plan.blocks, plan.block_len, plan.channels, plan.spatial,
+        plan.eps_f, plan.eps);
     check_launch(launch);
   });
-  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
 }
 
 // ---- supports ----
@@ -558,26 +713,26 @@ bool supports_float(const graph::Graph& graph, const graph::Layer& layer, Precis
 
 // The entries of an op for the four float dtypes (f16/bf16 accumulate in f32, f64 in f64).
 // clang-format off
-#define TENSORACLE_NORM_ENTRIES(OP, VARIANT, LAUNCH)                                       \
-  KernelEntry{OP "_f32_" VARIANT, OP, supports_float<DataType::kF32>, LAUNCH, 0},          \
-  KernelEntry{OP "_f16_f32acc_" VARIANT, OP, supports_float<DataType::kF16>, LAUNCH, 0},   \
-  KernelEntry{OP "_bf16_f32acc_" VARIANT, OP, supports_float<DataType::kBF16>, LAUNCH, 0}, \
-  KernelEntry{OP "_f64_" VARIANT, OP, supports_float<DataType::kF64>, LAUNCH, 0}
+#define TENSORACLE_NORM_ENTRIES(OP, VARIANT, PREPARE, LAUNCH)                                        \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_f32_" VARIANT, OP, supports_float<DataType::kF32>),          \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_f16_f32acc_" VARIANT, OP, supports_float<DataType::kF16>),   \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_bf16_f32acc_" VARIANT, OP, supports_float<DataType::kBF16>), \
+  prepared_kernel<PREPARE, LAUNCH>(OP "_f64_" VARIANT, OP, supports_float<DataType::kF64>)
 // clang-format on
 
 void register_normalization_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
       // last axis: a warp per row up to 1024 elements, else a block per row; other axes: a thread per column, or a
       // block per 32 columns when there are few
-      TENSORACLE_NORM_ENTRIES("softmax", "rowwise", &launch_softmax<false>),
-      TENSORACLE_NORM_ENTRIES("log_softmax", "rowwise", &launch_softmax<true>),
+      TENSORACLE_NORM_ENTRIES("softmax", "rowwise", prepare_softmax, launch_softmax<false>),
+      TENSORACLE_NORM_ENTRIES("log_softmax", "rowwise", prepare_softmax, launch_softmax<true>),
       // rows held in registers (8 lanes, a warp or a block per row, 16-byte loads where aligned), else a block per
       // row reading x three times
-      TENSORACLE_NORM_ENTRIES("layer_norm", "rowwise", &launch_last_dims_norm<false>),
-      TENSORACLE_NORM_ENTRIES("rms_norm", "rowwise", &launch_last_dims_norm<true>),
-      TENSORACLE_NORM_ENTRIES("batch_norm", "elementwise", &launch_batch_norm),
-      TENSORACLE_NORM_ENTRIES("group_norm", "block", &launch_grouped_norm<false>),
-      TENSORACLE_NORM_ENTRIES("instance_norm", "block", &launch_grouped_norm<true>),
+      TENSORACLE_NORM_ENTRIES("layer_norm", "rowwise", prepare_last_dims_norm<false>, launch_last_dims_norm<false>),
+      TENSORACLE_NORM_ENTRIES("rms_norm", "rowwise", prepare_last_dims_norm<true>, launch_last_dims_norm<true>),
+      TENSORACLE_NORM_ENTRIES("batch_norm", "elementwise", prepare_batch_norm, launch_batch_norm),
+      TENSORACLE_NORM_ENTRIES("group_norm", "block", prepare_grouped_norm<false>, launch_grouped_norm),
+      TENSORACLE_NORM_ENTRIES("instance_norm", "block", prepare_grouped_norm<true>, launch_grouped_norm),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

@@ -9,16 +9,13 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <string>
 #include <type_traits>
 #include <vector>
 
-#include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
 
 namespace tensoracle::cuda {
 
@@ -26,18 +23,9 @@ void register_quantization_kernels(std::vector<KernelEntry>& kernels);
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;  // grid-stride loops cover the rest
-
-const std::string& layer_name(const StepLaunch& launch) {
-  static const std::string kUnnamed = "(unnamed layer)";
-  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
-}
-
-unsigned grid_for(std::int64_t n) {
-  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
-}
+// The shared helpers: launch sizes and checks, the e4m3 widening and the f16/bf16 rounding of f32. The storage types
+// here are cuda_fp16.h's and cuda_bf16.h's, with this file's own conversions to and from f64 (the reference's).
+using namespace kernels;  // NOLINT(google-build-using-namespace): the shared helpers of this backend's kernels
 
 // ---- rounding onto the quantized grids (host and device, so that they can be checked on the host) ----
 
@@ -66,19 +54,6 @@ __host__ __device__ inline std::uint8_t quantize_e4m3(double v, bool nan_negativ
     grid = copysign(ldexp(rint(ldexp(magnitude, -step_exponent)), step_exponent), v);
   }
   return static_cast<std::uint8_t>(__nv_cvt_double_to_fp8(grid, __NV_SATFINITE, __NV_E4M3));
-}
-
-// e4m3fn bits to float, exactly (finite values through cuda_fp8.h's f16 conversion); a NaN becomes the quiet NaN
-// 0x7FF00000 with its sign, as the CPU reference's widening.
-__host__ __device__ inline float e4m3_to_float(std::uint8_t bits) {
-  if ((bits & 0x7FU) == 0x7FU) {
-    const std::uint32_t nan = ((bits & 0x80U) != 0 ? 0x80000000U : 0U) | 0x7FF00000U;
-    float f = 0.0F;
-    memcpy(&f, &nan, sizeof(f));
-    return f;
-  }
-  const __half_raw raw = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(bits), __NV_E4M3);
-  return __half2float(__half(raw));
 }
 
 // ---- NaN as x86 SSE arithmetic (the reference's) produces it ----
@@ -115,25 +90,19 @@ __device__ __forceinline__ double to_double(double v) { return v; }
 __device__ __forceinline__ double to_double(__half v) { return static_cast<double>(__half2float(v)); }
 __device__ __forceinline__ double to_double(__nv_bfloat16 v) { return static_cast<double>(__bfloat162float(v)); }
 
-// Stores a double as the reference's from_f64: f64 as is; otherwise rounded to f32 (NaN as cvtsd2ss), then f16
-// (NaN -> 0x7E00 with its sign) or bf16 (NaN -> 0x7FC0), rounding to nearest even, overflow to infinity.
+// double -> float as the reference's from_f64 narrows: to nearest even, overflow to infinity, NaN as cvtsd2ss.
+__device__ __forceinline__ float narrow_double(double v) { return v != v ? narrow_nan(v) : __double2float_rn(v); }
+
+// Stores a double as the reference's from_f64: f64 as is; otherwise narrowed to f32, then rounded to f16 or bf16 by
+// common.cuh's f16_from_float (NaN -> 0x7E00 with its sign) and bf16_from_float (NaN -> 0x7FC0): to nearest even,
+// overflow to infinity.
 __device__ __forceinline__ void store_double(double* p, std::int64_t i, double v) { p[i] = v; }
-__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) {
-  p[i] = v != v ? narrow_nan(v) : __double2float_rn(v);
-}
+__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) { p[i] = narrow_double(v); }
 __device__ __forceinline__ void store_double(__half* p, std::int64_t i, double v) {
-  if (v != v) {
-    p[i] = __ushort_as_half(static_cast<unsigned short>(sign_of(v) ? 0xFE00U : 0x7E00U));
-  } else {
-    p[i] = __float2half_rn(__double2float_rn(v));
-  }
+  p[i] = __ushort_as_half(f16_from_float(narrow_double(v)).bits);
 }
 __device__ __forceinline__ void store_double(__nv_bfloat16* p, std::int64_t i, double v) {
-  if (v != v) {
-    p[i] = __ushort_as_bfloat16(static_cast<unsigned short>(0x7FC0U));
-  } else {
-    p[i] = __float2bfloat16_rn(__double2float_rn(v));
-  }
+  p[i] = __ushort_as_bfloat16(bf16_from_float(narrow_double(v)).bits);
 }
 
 // ---- kernels ----
@@ -174,7 +143,9 @@ __global__ void dequantize_kernel(const void* __restrict__ x, const float* __res
     const float s = scale[channel_of(map, i)];
     float xv = 0.0F;
     if constexpr (kE4M3) {
-      xv = e4m3_to_float(static_cast<const std::uint8_t*>(x)[i]);
+      // Exact (common.cuh's F8E4M3Format::widen); a NaN becomes the quiet NaN 0x7FF00000 with its sign, as the CPU
+      // reference's widening.
+      xv = to_compute(F8E4M3{static_cast<const std::uint8_t*>(x)[i]});
     } else {
       xv = static_cast<float>(static_cast<const std::int8_t*>(x)[i]);
     }
@@ -184,18 +155,6 @@ __global__ void dequantize_kernel(const void* __restrict__ x, const float* __res
       r = xv != xv ? widen_nan(xv)
                    : (s != s ? widen_nan(s) : __longlong_as_double(static_cast<long long>(kDefaultNan)));
     store_double(y, i, r);
-  }
-}
-
-// Calls f(T{}) with the storage type of a float dtype; false for other dtypes.
-template <typename F>
-bool dispatch_float(DataType dtype, F&& f) {
-  switch (dtype) {
-    case DataType::kF32: f(float{}); return true;
-    case DataType::kF16: f(__half{}); return true;
-    case DataType::kBF16: f(__nv_bfloat16{}); return true;
-    case DataType::kF64: f(double{}); return true;
-    default: return false;
   }
 }
 
@@ -215,64 +174,79 @@ ChannelMap channel_map(const StepLaunch& launch) {
   return map;
 }
 
-std::int64_t element_count(const Dims& shape) {
-  std::int64_t v = 1;
-  for (std::int64_t d : shape) v *= d;
-  return v;
+// A quantize or dequantize step at one set of shapes: x's element count, which scale each element takes, and the
+// kernel instantiation for the dtypes.
+struct ScalePlan {
+  using RunFn = void (*)(const StepLaunch& launch, const ScalePlan& plan);
+  RunFn run = nullptr;  // nullptr: x is empty, nothing to launch
+  std::int64_t count = 0;
+  ChannelMap map;
+  unsigned grid = 1;
+};
+
+template <typename T, bool kE4M3>
+void run_quantize(const StepLaunch& launch, const ScalePlan& plan) {
+  quantize_kernel<T, kE4M3><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(launch.inputs[0].data),
+                                                                       static_cast<const float*>(launch.inputs[1].data),
+                                                                       launch.outputs[0].data, plan.count, plan.map);
+  check_launch(launch);
 }
 
-void launch_quantize(const StepLaunch& launch) {
+template <bool kE4M3, typename T>
+void run_dequantize(const StepLaunch& launch, const ScalePlan& plan) {
+  dequantize_kernel<kE4M3, T><<<plan.grid, kThreads, 0, launch.stream>>>(
+      launch.inputs[0].data, static_cast<const float*>(launch.inputs[1].data), static_cast<T*>(launch.outputs[0].data),
+      plan.count, plan.map);
+  check_launch(launch);
+}
+
+ScalePlan prepare_quantize(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t count = element_count(x.shape);
-  if (count == 0) return;
-  const ChannelMap map = channel_map(launch);
-  const auto* scale = static_cast<const float*>(launch.inputs.at(1).data);
+  ScalePlan plan;
+  plan.count = volume(x.shape);
+  if (plan.count == 0) return plan;
+  plan.map = channel_map(launch);
+  plan.grid = grid_for(plan.count);
   const bool e4m3 = out.dtype == DataType::kF8E4M3;
   if (!e4m3 && out.dtype != DataType::kI8) launch.attrs->fail("unsupported output dtype for the CUDA quantize kernel");
   const bool handled = dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = static_cast<const T*>(x.data);
-    if (e4m3) {
-      quantize_kernel<T, true><<<grid_for(count), kThreads, 0, launch.stream>>>(xp, scale, out.data, count, map);
-    } else {
-      quantize_kernel<T, false><<<grid_for(count), kThreads, 0, launch.stream>>>(xp, scale, out.data, count, map);
-    }
+    plan.run = e4m3 ? &run_quantize<T, true> : &run_quantize<T, false>;
   });
   if (!handled) launch.attrs->fail("unsupported input dtype for the CUDA quantize kernel");
-  TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch));
+  return plan;
 }
 
-void launch_dequantize(const StepLaunch& launch) {
+ScalePlan prepare_dequantize(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
-  const std::int64_t count = element_count(x.shape);
-  if (count == 0) return;
-  const ChannelMap map = channel_map(launch);
-  const auto* scale = static_cast<const float*>(launch.inputs.at(1).data);
+  ScalePlan plan;
+  plan.count = volume(x.shape);
+  if (plan.count == 0) return plan;
+  plan.map = channel_map(launch);
+  plan.grid = grid_for(plan.count);
   const bool e4m3 = x.dtype == DataType::kF8E4M3;
   if (!e4m3 && x.dtype != DataType::kI8) launch.attrs->fail("unsupported input dtype for the CUDA dequantize kernel");
   const bool handled = dispatch_float(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* yp = static_cast<T*>(out.data);
-    if (e4m3) {
-      dequantize_kernel<true, T><<<grid_for(count), kThreads, 0, launch.stream>>>(x.data, scale, yp, count, map);
-    } else {
-      dequantize_kernel<false, T><<<grid_for(count), kThreads, 0, launch.stream>>>(x.data, scale, yp, count, map);
-    }
+    plan.run = e4m3 ? &run_dequantize<true, T> : &run_dequantize<false, T>;
   });
   if (!handled) launch.attrs->fail("unsupported output dtype for the CUDA dequantize kernel");
-  TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch));
+  return plan;
+}
+
+// Both ops' launch: the instantiation prepare chose, or nothing for an empty x.
+void launch_scaled(const StepLaunch& launch, const ScalePlan& plan) {
+  if (plan.run != nullptr) plan.run(launch, plan);
 }
 
 // ---- supports ----
 
-bool present(const graph::Layer& layer, std::size_t i) { return i < layer.inputs.size() && layer.inputs[i] >= 0; }
-
 // x has kIn, the scale f32 (a scalar or rank 1), the output kOut.
 template <DataType kIn, DataType kOut>
 bool supports_scaled(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  if (!present(layer, 0) || !present(layer, 1) || layer.outputs.size() != 1) return false;
+  if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || layer.outputs.size() != 1) return false;
   const auto& scale = graph.tensor(layer.inputs[1]);
   return graph.tensor(layer.inputs[0]).dtype == kIn && scale.dtype == DataType::kF32 && scale.shape.size() <= 1 &&
          graph.tensor(layer.outputs[0]).dtype == kOut;
@@ -285,23 +259,39 @@ void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
   constexpr DataType kI8 = DataType::kI8, kE4M3 = DataType::kF8E4M3;
   const std::vector<KernelEntry> entries = {
       // x / scale in f64, rounded half to even onto the grid, saturating
-      {"quantize_f32_i8_f64math_elementwise", "quantize", supports_scaled<kF32, kI8>, launch_quantize, 0},
-      {"quantize_f16_i8_f64math_elementwise", "quantize", supports_scaled<kF16, kI8>, launch_quantize, 0},
-      {"quantize_bf16_i8_f64math_elementwise", "quantize", supports_scaled<kBF16, kI8>, launch_quantize, 0},
-      {"quantize_f64_i8_f64math_elementwise", "quantize", supports_scaled<kF64, kI8>, launch_quantize, 0},
-      {"quantize_f32_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kF32, kE4M3>, launch_quantize, 0},
-      {"quantize_f16_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kF16, kE4M3>, launch_quantize, 0},
-      {"quantize_bf16_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kBF16, kE4M3>, launch_quantize, 0},
-      {"quantize_f64_f8e4m3_f64math_elementwise", "quantize", supports_scaled<kF64, kE4M3>, launch_quantize, 0},
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_f32_i8_f64math_elementwise", "quantize",
+                                                       supports_scaled<kF32, kI8>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_f16_i8_f64math_elementwise", "quantize",
+                                                       supports_scaled<kF16, kI8>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_bf16_i8_f64math_elementwise", "quantize",
+                                                       supports_scaled<kBF16, kI8>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_f64_i8_f64math_elementwise", "quantize",
+                                                       supports_scaled<kF64, kI8>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_f32_f8e4m3_f64math_elementwise", "quantize",
+                                                       supports_scaled<kF32, kE4M3>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_f16_f8e4m3_f64math_elementwise", "quantize",
+                                                       supports_scaled<kF16, kE4M3>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_bf16_f8e4m3_f64math_elementwise", "quantize",
+                                                       supports_scaled<kBF16, kE4M3>, 0),
+      prepared_kernel<prepare_quantize, launch_scaled>("quantize_f64_f8e4m3_f64math_elementwise", "quantize",
+                                                       supports_scaled<kF64, kE4M3>, 0),
       // x * scale exactly in f64, rounded once (through f32) to the output dtype
-      {"dequantize_i8_f32_f64math_elementwise", "dequantize", supports_scaled<kI8, kF32>, launch_dequantize, 0},
-      {"dequantize_i8_f16_f64math_elementwise", "dequantize", supports_scaled<kI8, kF16>, launch_dequantize, 0},
-      {"dequantize_i8_bf16_f64math_elementwise", "dequantize", supports_scaled<kI8, kBF16>, launch_dequantize, 0},
-      {"dequantize_i8_f64_f64math_elementwise", "dequantize", supports_scaled<kI8, kF64>, launch_dequantize, 0},
-      {"dequantize_f8e4m3_f32_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kF32>, launch_dequantize, 0},
-      {"dequantize_f8e4m3_f16_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kF16>, launch_dequantize, 0},
-      {"dequantize_f8e4m3_bf16_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kBF16>, launch_dequantize, 0},
-      {"dequantize_f8e4m3_f64_f64math_elementwise", "dequantize", supports_scaled<kE4M3, kF64>, launch_dequantize, 0},
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_i8_f32_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kI8, kF32>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_i8_f16_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kI8, kF16>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_i8_bf16_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kI8, kBF16>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_i8_f64_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kI8, kF64>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_f8e4m3_f32_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kE4M3, kF32>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_f8e4m3_f16_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kE4M3, kF16>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_f8e4m3_bf16_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kE4M3, kBF16>, 0),
+      prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_f8e4m3_f64_f64math_elementwise", "dequantize",
+                                                         supports_scaled<kE4M3, kF64>, 0),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

@@ -19,6 +19,7 @@
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
 
 namespace tensoracle::cuda {
 
@@ -26,15 +27,15 @@ void register_reduction_kernels(std::vector<KernelEntry>& kernels);
 
 namespace {
 
+using kernels::check_launch;
+using kernels::layer_name;
+
 // ---- storage types and conversions ----
 
-// f16 and bf16 are handled as raw bits; every conversion goes through the helpers below.
-struct F16Bits {
-  std::uint16_t bits;
-};
-struct BF16Bits {
-  std::uint16_t bits;
-};
+// f16 and bf16 are common.cuh's raw-bit storage types, converted by its helpers.
+using kernels::BF16;
+using kernels::F16;
+using kernels::store_double;
 
 template <typename T>
 struct Traits;
@@ -51,13 +52,13 @@ struct Traits<double> {
   static constexpr bool kFloat = true;
 };
 template <>
-struct Traits<F16Bits> {
+struct Traits<F16> {
   using Compute = float;
   using Sum = double;
   static constexpr bool kFloat = true;
 };
 template <>
-struct Traits<BF16Bits> {
+struct Traits<BF16> {
   using Compute = float;
   using Sum = double;
   static constexpr bool kFloat = true;
@@ -81,51 +82,21 @@ using Compute = typename Traits<T>::Compute;
 
 __device__ __forceinline__ float load_value(const float* p, std::int64_t i) { return p[i]; }
 __device__ __forceinline__ double load_value(const double* p, std::int64_t i) { return p[i]; }
-// f16 -> f32; a NaN keeps its sign and payload as in the reference (the hardware conversion drops them).
-__device__ __forceinline__ float f16_to_f32(std::uint16_t bits) {
-  const unsigned nan_bits =
-      (static_cast<unsigned>(bits & 0x8000U) << 16) | 0x7FC00000U | (static_cast<unsigned>(bits & 0x03FFU) << 13);
-  const float f = __half2float(__ushort_as_half(bits));
-  return (bits & 0x7FFFU) > 0x7C00U ? __uint_as_float(nan_bits) : f;
-}
-__device__ __forceinline__ float load_value(const F16Bits* p, std::int64_t i) { return f16_to_f32(p[i].bits); }
-__device__ __forceinline__ float load_value(const BF16Bits* p, std::int64_t i) {
-  return __uint_as_float(static_cast<unsigned>(p[i].bits) << 16);
-}
+__device__ __forceinline__ float load_value(const F16* p, std::int64_t i) { return kernels::to_compute(p[i]); }
+__device__ __forceinline__ float load_value(const BF16* p, std::int64_t i) { return kernels::to_compute(p[i]); }
 template <typename I>
 __device__ __forceinline__ std::int64_t load_value(const I* p, std::int64_t i) {
   return static_cast<std::int64_t>(p[i]);
 }
 
-// f32 -> f16/bf16 bits, round to nearest even; NaN as the CPU reference writes it (f16: 0x7E00 with the sign, bf16:
-// 0x7FC0).
-__device__ __forceinline__ std::uint16_t f16_bits(float v) {
-  if (isnan(v)) return static_cast<std::uint16_t>((__float_as_uint(v) >> 16 & 0x8000U) | 0x7E00U);
-  return __half_as_ushort(__float2half_rn(v));
-}
-__device__ __forceinline__ std::uint16_t bf16_bits(float v) {
-  if (isnan(v)) return 0x7FC0U;
-  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-
 // Stores a value of the compute type (exactly representable in T for max/min/top_k results).
 __device__ __forceinline__ void store_compute(float* p, std::int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_compute(double* p, std::int64_t i, double v) { p[i] = v; }
-__device__ __forceinline__ void store_compute(F16Bits* p, std::int64_t i, float v) { p[i].bits = f16_bits(v); }
-__device__ __forceinline__ void store_compute(BF16Bits* p, std::int64_t i, float v) { p[i].bits = bf16_bits(v); }
+__device__ __forceinline__ void store_compute(F16* p, std::int64_t i, float v) { p[i] = kernels::f16_from_float(v); }
+__device__ __forceinline__ void store_compute(BF16* p, std::int64_t i, float v) { p[i] = kernels::bf16_from_float(v); }
 template <typename I>
 __device__ __forceinline__ void store_compute(I* p, std::int64_t i, std::int64_t v) {
   p[i] = static_cast<I>(v);  // integers wrap to the dtype's width
-}
-
-// Stores a double rounded as the reference's from_f64: f32 once, f16/bf16 through f32.
-__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) { p[i] = __double2float_rn(v); }
-__device__ __forceinline__ void store_double(double* p, std::int64_t i, double v) { p[i] = v; }
-__device__ __forceinline__ void store_double(F16Bits* p, std::int64_t i, double v) {
-  p[i].bits = f16_bits(__double2float_rn(v));
-}
-__device__ __forceinline__ void store_double(BF16Bits* p, std::int64_t i, double v) {
-  p[i].bits = bf16_bits(__double2float_rn(v));
 }
 
 template <typename C>
@@ -308,13 +279,7 @@ __global__ void reduce_finish_kernel(Out* __restrict__ y, const typename P::Acc*
 
 constexpr std::size_t kReduceWorkspace = std::size_t{2} << 20;  // partials of split reductions
 
-const std::string& layer_name(const StepLaunch& launch) {
-  static const std::string kUnnamed = "(unnamed layer)";
-  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
-}
-
-void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch)); }
-
+// The SM count of the current device (at prepare, the engine's), for sizing split reductions.
 int multiprocessors(const StepLaunch& launch) {
   int device = 0;
   TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
@@ -330,7 +295,7 @@ int pow2_at_least(std::int64_t n, int cap) {
 }
 
 // The reduction as maps: outputs over the kept axes, the reduced range over the reduced axes (both row-major).
-struct ReducePlan {
+struct ReduceMaps {
   IndexMap outs;
   IndexMap reds;
   std::int64_t num_out = 1;
@@ -339,8 +304,8 @@ struct ReducePlan {
   std::int64_t inner_kept = 1;  // extent of the innermost kept group (column mode)
 };
 
-ReducePlan make_plan(const StepLaunch& launch, const Dims& shape, const std::vector<bool>& reduced) {
-  ReducePlan plan;
+ReduceMaps make_maps(const StepLaunch& launch, const Dims& shape, const std::vector<bool>& reduced) {
+  ReduceMaps maps;
   const int rank = shape.rank();
   if (rank > kMaxRank) launch.attrs->fail("the CUDA reduction kernels take tensors of rank <= 16");
   std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 1);
@@ -356,9 +321,9 @@ ReducePlan make_plan(const StepLaunch& launch, const Dims& shape, const std::vec
   for (int i = 0; i < rank; ++i) {
     const bool red = reduced[static_cast<std::size_t>(i)];
     if (red) {
-      plan.count *= shape[i];
+      maps.count *= shape[i];
     } else {
-      plan.num_out *= shape[i];
+      maps.num_out *= shape[i];
     }
     if (shape[i] == 1) continue;
     if (!groups.empty() && groups.back().reduced == red) {
@@ -369,29 +334,59 @@ ReducePlan make_plan(const StepLaunch& launch, const Dims& shape, const std::vec
     }
   }
   for (const Group& g : groups) {
-    IndexMap& m = g.reduced ? plan.reds : plan.outs;
+    IndexMap& m = g.reduced ? maps.reds : maps.outs;
     if (m.n == kMaxMapDims) launch.attrs->fail("too many separate reduced axes for the CUDA reduction kernels");
     m.size[m.n] = g.size;
     m.stride[m.n] = g.stride;
     ++m.n;
   }
-  plan.row_mode = groups.empty() || groups.back().reduced;
-  if (!plan.row_mode) plan.inner_kept = groups.back().size;
-  return plan;
+  maps.row_mode = groups.empty() || groups.back().reduced;
+  if (!maps.row_mode) maps.inner_kept = groups.back().size;
+  return maps;
 }
+
+// A reduce_* or arg* step as prepared: the maps, reduce_kernel's geometry (and reduce_finish_kernel's when the
+// reduced range is split over blocks) and the instantiation that launches them.
+struct ReducePlan {
+  ReduceMaps maps;
+  bool empty = false;  // no outputs: nothing to launch
+  int by = 1;          // threads per output
+  dim3 grid;           // output tiles x splits of the reduced range
+  std::int64_t r_chunk = 1;
+  std::int64_t splits = 1;
+  unsigned finish_blocks = 0;                                   // reduce_finish_kernel's grid (splits > 1)
+  void (*run)(const StepLaunch&, const ReducePlan&) = nullptr;  // run_reduce<T, Out, P>
+};
 
 template <typename T, typename Out, typename P>
 void run_reduce(const StepLaunch& launch, const ReducePlan& plan) {
   using Acc = typename P::Acc;
   const T* x = static_cast<const T*>(launch.inputs.at(0).data);
   Out* y = static_cast<Out*>(launch.outputs.at(0).data);
-  const std::int64_t num_out = plan.num_out, count = plan.count;
+  const ReduceMaps& maps = plan.maps;
+  Acc* partials = plan.splits > 1 ? static_cast<Acc*>(launch.workspace) : nullptr;
+  reduce_kernel<T, Out, P><<<plan.grid, kBlock, 0, launch.stream>>>(
+      x, y, maps.outs, maps.reds, maps.num_out, maps.count, plan.by, maps.row_mode, plan.r_chunk, partials);
+  check_launch(launch);
+  if (plan.splits > 1) {
+    reduce_finish_kernel<Out, P><<<plan.finish_blocks, kBlock, 0, launch.stream>>>(
+        y, partials, maps.num_out, maps.count, static_cast<int>(plan.splits));
+    check_launch(launch);
+  }
+}
+
+// Sizes the launch of run_reduce<T, Out, P> for plan.maps (not empty).
+template <typename T, typename Out, typename P>
+void plan_reduce(const StepLaunch& launch, ReducePlan& plan) {
+  using Acc = typename P::Acc;
+  const ReduceMaps& maps = plan.maps;
+  const std::int64_t num_out = maps.num_out, count = maps.count;
   // Threads per output (by) and outputs per block (bx).
   int by = 1;
-  if (plan.row_mode) {
+  if (maps.row_mode) {
     by = pow2_at_least(count, kBlock);
   } else {
-    const int bx = pow2_at_least(plan.inner_kept, kBlock);
+    const int bx = pow2_at_least(maps.inner_kept, kBlock);
     by = std::min(kBlock / bx, pow2_at_least(count, kBlock));
   }
   const int bx = kBlock / by;
@@ -411,17 +406,12 @@ void run_reduce(const StepLaunch& launch, const ReducePlan& plan) {
     r_chunk = (count + splits - 1) / splits;
     splits = (count + r_chunk - 1) / r_chunk;
   }
-  const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(tiles, 1 << 20)), static_cast<unsigned>(splits));
-  Acc* partials = splits > 1 ? static_cast<Acc*>(launch.workspace) : nullptr;
-  reduce_kernel<T, Out, P><<<grid, kBlock, 0, launch.stream>>>(x, y, plan.outs, plan.reds, num_out, count, by,
-                                                               plan.row_mode, r_chunk, partials);
-  check_launch(launch);
-  if (splits > 1) {
-    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((num_out + kBlock - 1) / kBlock, 1 << 20));
-    reduce_finish_kernel<Out, P>
-        <<<blocks, kBlock, 0, launch.stream>>>(y, partials, num_out, count, static_cast<int>(splits));
-    check_launch(launch);
-  }
+  plan.by = by;
+  plan.grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, 1 << 20)), static_cast<unsigned>(splits));
+  plan.r_chunk = r_chunk;
+  plan.splits = splits;
+  plan.finish_blocks = static_cast<unsigned>(std::min<std::int64_t>((num_out + kBlock - 1) / kBlock, 1 << 20));
+  plan.run = &run_reduce<T, Out, P>;
 }
 
 template <typename T>
@@ -435,8 +425,8 @@ bool dispatch(DataType dtype, F&& f) {
   switch (dtype) {
     case DataType::kF32: f(Tag<float>{}); return true;
     case DataType::kF64: f(Tag<double>{}); return true;
-    case DataType::kF16: f(Tag<F16Bits>{}); return true;
-    case DataType::kBF16: f(Tag<BF16Bits>{}); return true;
+    case DataType::kF16: f(Tag<F16>{}); return true;
+    case DataType::kBF16: f(Tag<BF16>{}); return true;
     default: break;
   }
   if constexpr (kIntegers) {
@@ -461,7 +451,7 @@ std::int64_t normalize_axis(const StepLaunch& launch, std::int64_t axis, int ran
 }
 
 template <ReduceOp kOp>
-void launch_reduce(const StepLaunch& launch) {
+ReducePlan prepare_reduce(const StepLaunch& launch) {
   const DeviceTensor& in = launch.inputs.at(0);
   const int rank = in.shape.rank();
   const auto axes = launch.attrs->get_ints("axes", std::vector<std::int64_t>{});
@@ -470,39 +460,55 @@ void launch_reduce(const StepLaunch& launch) {
     const std::int64_t axis = normalize_axis(launch, a, rank);
     if (rank > 0) reduced[static_cast<std::size_t>(axis)] = true;
   }
-  const ReducePlan plan = make_plan(launch, in.shape, reduced);
-  if (plan.num_out == 0) return;
-  if (plan.count == 0 && (kOp == ReduceOp::kMax || kOp == ReduceOp::kMin)) {
+  ReducePlan plan;
+  plan.maps = make_maps(launch, in.shape, reduced);
+  if (plan.maps.num_out == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  if (plan.maps.count == 0 && (kOp == ReduceOp::kMax || kOp == ReduceOp::kMin)) {
     launch.attrs->fail("reducing an empty axis with max/min is undefined");
   }
   const bool handled = dispatch<kOp != ReduceOp::kMean>(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kOp == ReduceOp::kSum) run_reduce<T, T, SumPolicy<T>>(launch, plan);
-    if constexpr (kOp == ReduceOp::kProd) run_reduce<T, T, ProdPolicy<T>>(launch, plan);
-    if constexpr (kOp == ReduceOp::kMax) run_reduce<T, T, BestPolicy<T, true, false>>(launch, plan);
-    if constexpr (kOp == ReduceOp::kMin) run_reduce<T, T, BestPolicy<T, false, false>>(launch, plan);
+    if constexpr (kOp == ReduceOp::kSum) plan_reduce<T, T, SumPolicy<T>>(launch, plan);
+    if constexpr (kOp == ReduceOp::kProd) plan_reduce<T, T, ProdPolicy<T>>(launch, plan);
+    if constexpr (kOp == ReduceOp::kMax) plan_reduce<T, T, BestPolicy<T, true, false>>(launch, plan);
+    if constexpr (kOp == ReduceOp::kMin) plan_reduce<T, T, BestPolicy<T, false, false>>(launch, plan);
     if constexpr (kOp == ReduceOp::kMean) {
-      if constexpr (Traits<T>::kFloat) run_reduce<T, T, MeanPolicy<T>>(launch, plan);
+      if constexpr (Traits<T>::kFloat) plan_reduce<T, T, MeanPolicy<T>>(launch, plan);
     }
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA reduction kernel");
+  return plan;
 }
 
 template <bool kMax>
-void launch_arg_reduce(const StepLaunch& launch) {
+ReducePlan prepare_arg_reduce(const StepLaunch& launch) {
   const DeviceTensor& in = launch.inputs.at(0);
   const int rank = in.shape.rank();
   const std::int64_t axis = normalize_axis(launch, launch.attrs->get_int("axis"), rank);
   std::vector<bool> reduced(static_cast<std::size_t>(rank), false);
   if (rank > 0) reduced[static_cast<std::size_t>(axis)] = true;
-  const ReducePlan plan = make_plan(launch, in.shape, reduced);
-  if (plan.num_out == 0) return;
-  if (plan.count == 0) launch.attrs->fail("argmax/argmin of an empty axis is undefined");
+  ReducePlan plan;
+  plan.maps = make_maps(launch, in.shape, reduced);
+  if (plan.maps.num_out == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  if (plan.maps.count == 0) launch.attrs->fail("argmax/argmin of an empty axis is undefined");
   const bool handled = dispatch<true>(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    run_reduce<T, std::int64_t, BestPolicy<T, kMax, true>>(launch, plan);
+    plan_reduce<T, std::int64_t, BestPolicy<T, kMax, true>>(launch, plan);
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA arg-reduction kernel");
+  return plan;
+}
+
+// Every reduce_* and arg* entry: the planned instantiation with this enqueue's addresses.
+void launch_reduce(const StepLaunch& launch, const ReducePlan& plan) {
+  if (plan.empty) return;
+  plan.run(launch, plan);
 }
 
 // ---- top_k ----
@@ -698,7 +704,25 @@ __global__ void __launch_bounds__(kTopKThreads)
   }
 }
 
-void launch_top_k(const StepLaunch& launch) {
+// A top_k step as prepared: the geometry, k and the direction, the block size and the dtype's instantiation.
+struct TopKPlan {
+  bool empty = false;  // no rows or k = 0: nothing to launch
+  std::int64_t rows = 0, inner = 1, len = 0, k = 0;
+  bool largest = true;
+  int threads = kTopKThreads;
+  unsigned blocks = 0;
+  void (*run)(const StepLaunch&, const TopKPlan&) = nullptr;  // run_top_k<T>
+};
+
+template <typename T>
+void run_top_k(const StepLaunch& launch, const TopKPlan& plan) {
+  top_k_kernel<T><<<plan.blocks, plan.threads, 0, launch.stream>>>(
+      static_cast<const T*>(launch.inputs.at(0).data), static_cast<T*>(launch.outputs.at(0).data),
+      static_cast<std::int64_t*>(launch.outputs.at(1).data), plan.rows, plan.inner, plan.len, plan.k, plan.largest);
+  check_launch(launch);
+}
+
+TopKPlan prepare_top_k(const StepLaunch& launch) {
   const DeviceTensor& in = launch.inputs.at(0);
   const int rank = in.shape.rank();
   if (rank < 1) launch.attrs->fail("top_k needs rank >= 1");
@@ -712,19 +736,29 @@ void launch_top_k(const StepLaunch& launch) {
   if (k < 0 || k > len) launch.attrs->fail("k is larger than the axis");
   if (k > kSortCap && len > kSortCap) launch.attrs->fail("the CUDA top_k kernel takes k <= 2048");
   if (len > std::numeric_limits<std::int32_t>::max()) launch.attrs->fail("the CUDA top_k kernel takes axes < 2^31");
-  const std::int64_t rows = outer * inner;
-  if (rows == 0 || k == 0) return;
-  int threads = kTopKThreads;
-  if (len <= kSortCap) threads = std::max(32, std::min(kTopKThreads, pow2_at_least(len, kSortCap) / 2));
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 20));
+  TopKPlan plan;
+  plan.rows = outer * inner;
+  plan.inner = inner;
+  plan.len = len;
+  plan.k = k;
+  plan.largest = largest;
+  if (plan.rows == 0 || k == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  if (len <= kSortCap) plan.threads = std::max(32, std::min(kTopKThreads, pow2_at_least(len, kSortCap) / 2));
+  plan.blocks = static_cast<unsigned>(std::min<std::int64_t>(plan.rows, 1 << 20));
   const bool handled = dispatch<true>(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    top_k_kernel<T><<<blocks, threads, 0, launch.stream>>>(
-        static_cast<const T*>(in.data), static_cast<T*>(launch.outputs.at(0).data),
-        static_cast<std::int64_t*>(launch.outputs.at(1).data), rows, inner, len, k, largest);
-    check_launch(launch);
+    plan.run = &run_top_k<T>;
   });
   if (!handled) launch.attrs->fail("unsupported dtype for the CUDA top_k kernel");
+  return plan;
+}
+
+void launch_top_k(const StepLaunch& launch, const TopKPlan& plan) {
+  if (plan.empty) return;
+  plan.run(launch, plan);
 }
 
 // ---- supports ----
@@ -765,48 +799,45 @@ bool supports_top_k(const graph::Graph& graph, const graph::Layer& layer, Precis
 }  // namespace
 
 // Float sums, means and products accumulate in f64; integer ones in int64 (wrapping).
-#define TENSORACLE_REDUCE_INT_ENTRIES(OP, LAUNCH, SUFFIX)                                                    \
-  KernelEntry{OP "_i64_tiled", OP, supports_reduce<DataType::kI64>, LAUNCH, kReduceWorkspace},               \
-      KernelEntry{OP "_i32" SUFFIX "_tiled", OP, supports_reduce<DataType::kI32>, LAUNCH, kReduceWorkspace}, \
-      KernelEntry{OP "_i16" SUFFIX "_tiled", OP, supports_reduce<DataType::kI16>, LAUNCH, kReduceWorkspace}, \
-      KernelEntry{OP "_i8" SUFFIX "_tiled", OP, supports_reduce<DataType::kI8>, LAUNCH, kReduceWorkspace},   \
-      KernelEntry {                                                                                          \
-    OP "_u8" SUFFIX "_tiled", OP, supports_reduce<DataType::kU8>, LAUNCH, kReduceWorkspace                   \
-  }
-#define TENSORACLE_REDUCE_FLOAT_ENTRIES(OP, LAUNCH, SUFFIX)                                                    \
-  KernelEntry{OP "_f32" SUFFIX "_tiled", OP, supports_reduce<DataType::kF32>, LAUNCH, kReduceWorkspace},       \
-      KernelEntry{OP "_f16" SUFFIX "_tiled", OP, supports_reduce<DataType::kF16>, LAUNCH, kReduceWorkspace},   \
-      KernelEntry{OP "_bf16" SUFFIX "_tiled", OP, supports_reduce<DataType::kBF16>, LAUNCH, kReduceWorkspace}, \
-      KernelEntry {                                                                                            \
-    OP "_f64_tiled", OP, supports_reduce<DataType::kF64>, LAUNCH, kReduceWorkspace                             \
-  }
-#define TENSORACLE_ARG_ENTRIES(OP, LAUNCH)                                                                  \
-  KernelEntry{OP "_f32_tiled", OP, supports_arg<DataType::kF32>, LAUNCH, kReduceWorkspace},                 \
-      KernelEntry{OP "_f16_tiled", OP, supports_arg<DataType::kF16>, LAUNCH, kReduceWorkspace},             \
-      KernelEntry{OP "_bf16_tiled", OP, supports_arg<DataType::kBF16>, LAUNCH, kReduceWorkspace},           \
-      KernelEntry{OP "_f64_tiled", OP, supports_arg<DataType::kF64>, LAUNCH, kReduceWorkspace},             \
-      KernelEntry{OP "_i64_tiled", OP, supports_arg<DataType::kI64>, LAUNCH, kReduceWorkspace},             \
-      KernelEntry{OP "_i32_tiled", OP, supports_arg<DataType::kI32>, LAUNCH, kReduceWorkspace},             \
-      KernelEntry{OP "_i16_tiled", OP, supports_arg<DataType::kI16>, LAUNCH, kReduceWorkspace},             \
-      KernelEntry{OP "_i8_tiled", OP, supports_arg<DataType::kI8>, LAUNCH, kReduceWorkspace}, KernelEntry { \
-    OP "_u8_tiled", OP, supports_arg<DataType::kU8>, LAUNCH, kReduceWorkspace                               \
-  }
+#define TENSORACLE_REDUCE_ENTRY(NAME, OP, SUPPORTS, PREPARE) \
+  prepared_kernel<PREPARE, launch_reduce>(NAME, OP, SUPPORTS, kReduceWorkspace)
+#define TENSORACLE_REDUCE_INT_ENTRIES(OP, PREPARE, SUFFIX)                                              \
+  TENSORACLE_REDUCE_ENTRY(OP "_i64_tiled", OP, supports_reduce<DataType::kI64>, PREPARE),               \
+      TENSORACLE_REDUCE_ENTRY(OP "_i32" SUFFIX "_tiled", OP, supports_reduce<DataType::kI32>, PREPARE), \
+      TENSORACLE_REDUCE_ENTRY(OP "_i16" SUFFIX "_tiled", OP, supports_reduce<DataType::kI16>, PREPARE), \
+      TENSORACLE_REDUCE_ENTRY(OP "_i8" SUFFIX "_tiled", OP, supports_reduce<DataType::kI8>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_u8" SUFFIX "_tiled", OP, supports_reduce<DataType::kU8>, PREPARE)
+#define TENSORACLE_REDUCE_FLOAT_ENTRIES(OP, PREPARE, SUFFIX)                                              \
+  TENSORACLE_REDUCE_ENTRY(OP "_f32" SUFFIX "_tiled", OP, supports_reduce<DataType::kF32>, PREPARE),       \
+      TENSORACLE_REDUCE_ENTRY(OP "_f16" SUFFIX "_tiled", OP, supports_reduce<DataType::kF16>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_bf16" SUFFIX "_tiled", OP, supports_reduce<DataType::kBF16>, PREPARE), \
+      TENSORACLE_REDUCE_ENTRY(OP "_f64_tiled", OP, supports_reduce<DataType::kF64>, PREPARE)
+#define TENSORACLE_ARG_ENTRIES(OP, PREPARE)                                                  \
+  TENSORACLE_REDUCE_ENTRY(OP "_f32_tiled", OP, supports_arg<DataType::kF32>, PREPARE),       \
+      TENSORACLE_REDUCE_ENTRY(OP "_f16_tiled", OP, supports_arg<DataType::kF16>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_bf16_tiled", OP, supports_arg<DataType::kBF16>, PREPARE), \
+      TENSORACLE_REDUCE_ENTRY(OP "_f64_tiled", OP, supports_arg<DataType::kF64>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_i64_tiled", OP, supports_arg<DataType::kI64>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_i32_tiled", OP, supports_arg<DataType::kI32>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_i16_tiled", OP, supports_arg<DataType::kI16>, PREPARE),   \
+      TENSORACLE_REDUCE_ENTRY(OP "_i8_tiled", OP, supports_arg<DataType::kI8>, PREPARE),     \
+      TENSORACLE_REDUCE_ENTRY(OP "_u8_tiled", OP, supports_arg<DataType::kU8>, PREPARE)
 #define TENSORACLE_TOP_K_ENTRY(DT, NAME) \
-  KernelEntry { "top_k_" NAME "_select", "top_k", supports_top_k<DataType::DT>, launch_top_k, 0 }
+  prepared_kernel<prepare_top_k, launch_top_k>("top_k_" NAME "_select", "top_k", supports_top_k<DataType::DT>, 0)
 
 void register_reduction_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
-      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_sum", launch_reduce<ReduceOp::kSum>, "_f64acc"),
-      TENSORACLE_REDUCE_INT_ENTRIES("reduce_sum", launch_reduce<ReduceOp::kSum>, "_i64acc"),
-      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_mean", launch_reduce<ReduceOp::kMean>, "_f64acc"),
-      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_prod", launch_reduce<ReduceOp::kProd>, "_f64acc"),
-      TENSORACLE_REDUCE_INT_ENTRIES("reduce_prod", launch_reduce<ReduceOp::kProd>, "_i64acc"),
-      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_max", launch_reduce<ReduceOp::kMax>, ""),
-      TENSORACLE_REDUCE_INT_ENTRIES("reduce_max", launch_reduce<ReduceOp::kMax>, ""),
-      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_min", launch_reduce<ReduceOp::kMin>, ""),
-      TENSORACLE_REDUCE_INT_ENTRIES("reduce_min", launch_reduce<ReduceOp::kMin>, ""),
-      TENSORACLE_ARG_ENTRIES("argmax", launch_arg_reduce<true>),
-      TENSORACLE_ARG_ENTRIES("argmin", launch_arg_reduce<false>),
+      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_sum", prepare_reduce<ReduceOp::kSum>, "_f64acc"),
+      TENSORACLE_REDUCE_INT_ENTRIES("reduce_sum", prepare_reduce<ReduceOp::kSum>, "_i64acc"),
+      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_mean", prepare_reduce<ReduceOp::kMean>, "_f64acc"),
+      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_prod", prepare_reduce<ReduceOp::kProd>, "_f64acc"),
+      TENSORACLE_REDUCE_INT_ENTRIES("reduce_prod", prepare_reduce<ReduceOp::kProd>, "_i64acc"),
+      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_max", prepare_reduce<ReduceOp::kMax>, ""),
+      TENSORACLE_REDUCE_INT_ENTRIES("reduce_max", prepare_reduce<ReduceOp::kMax>, ""),
+      TENSORACLE_REDUCE_FLOAT_ENTRIES("reduce_min", prepare_reduce<ReduceOp::kMin>, ""),
+      TENSORACLE_REDUCE_INT_ENTRIES("reduce_min", prepare_reduce<ReduceOp::kMin>, ""),
+      TENSORACLE_ARG_ENTRIES("argmax", prepare_arg_reduce<true>),
+      TENSORACLE_ARG_ENTRIES("argmin", prepare_arg_reduce<false>),
       TENSORACLE_TOP_K_ENTRY(kF32, "f32"),
       TENSORACLE_TOP_K_ENTRY(kF16, "f16"),
       TENSORACLE_TOP_K_ENTRY(kBF16, "bf16"),
@@ -820,6 +851,7 @@ void register_reduction_kernels(std::vector<KernelEntry>& kernels) {
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }
 
+#undef TENSORACLE_REDUCE_ENTRY
 #undef TENSORACLE_REDUCE_INT_ENTRIES
 #undef TENSORACLE_REDUCE_FLOAT_ENTRIES
 #undef TENSORACLE_ARG_ENTRIES

@@ -18,12 +18,15 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
+#include "graph/ops/attention_layout.hpp"
 
 namespace tensoracle::cuda {
 
@@ -31,15 +34,14 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels);
 
 namespace {
 
+using kernels::check_launch;
+
 // ---- storage types and conversions ----
 
-// f16 and bf16 as raw bits; every conversion goes through the helpers below.
-struct F16Bits {
-  std::uint16_t bits;
-};
-struct BF16Bits {
-  std::uint16_t bits;
-};
+// f16 and bf16 are common.cuh's raw-bit storage types, converted by its helpers.
+using kernels::BF16;
+using kernels::F16;
+using kernels::store_double;
 
 template <typename T>
 struct ComputeOf {
@@ -52,45 +54,19 @@ struct ComputeOf<double> {
 template <typename T>
 using Compute = typename ComputeOf<T>::type;
 
-// f16 -> f32; a NaN keeps its sign and payload as in the reference (the hardware conversion drops them).
-__device__ __forceinline__ float to_f32(F16Bits v) {
-  const unsigned nan_bits =
-      (static_cast<unsigned>(v.bits & 0x8000U) << 16) | 0x7FC00000U | (static_cast<unsigned>(v.bits & 0x03FFU) << 13);
-  const float f = __half2float(__ushort_as_half(v.bits));
-  return (v.bits & 0x7FFFU) > 0x7C00U ? __uint_as_float(nan_bits) : f;
-}
-__device__ __forceinline__ float to_f32(BF16Bits v) { return __uint_as_float(static_cast<unsigned>(v.bits) << 16); }
-
 __device__ __forceinline__ float load_value(const float* p, std::int64_t i) { return p[i]; }
 __device__ __forceinline__ double load_value(const double* p, std::int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_value(const F16Bits* p, std::int64_t i) { return to_f32(p[i]); }
-__device__ __forceinline__ float load_value(const BF16Bits* p, std::int64_t i) { return to_f32(p[i]); }
+__device__ __forceinline__ float load_value(const F16* p, std::int64_t i) { return kernels::to_compute(p[i]); }
+__device__ __forceinline__ float load_value(const BF16* p, std::int64_t i) { return kernels::to_compute(p[i]); }
 
-// f32 -> f16/bf16 bits, round to nearest even; NaN as the CPU reference writes it (f16: 0x7E00 with the sign, bf16:
-// 0x7FC0).
-__device__ __forceinline__ std::uint16_t f16_bits(float v) {
-  if (isnan(v)) return static_cast<std::uint16_t>((__float_as_uint(v) >> 16 & 0x8000U) | 0x7E00U);
-  return __half_as_ushort(__float2half_rn(v));
-}
-__device__ __forceinline__ std::uint16_t bf16_bits(float v) {
-  if (isnan(v)) return 0x7FC0U;
-  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
+// f32 -> f16/bf16 bits, round to nearest even; NaN as the CPU reference writes it.
+__device__ __forceinline__ std::uint16_t f16_bits(float v) { return kernels::f16_from_float(v).bits; }
+__device__ __forceinline__ std::uint16_t bf16_bits(float v) { return kernels::bf16_from_float(v).bits; }
 
 __device__ __forceinline__ void store_value(float* p, std::int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_value(double* p, std::int64_t i, double v) { p[i] = v; }
-__device__ __forceinline__ void store_value(F16Bits* p, std::int64_t i, float v) { p[i].bits = f16_bits(v); }
-__device__ __forceinline__ void store_value(BF16Bits* p, std::int64_t i, float v) { p[i].bits = bf16_bits(v); }
-
-// A double rounded as the reference's from_f64 (f16/bf16 through f32).
-__device__ __forceinline__ void store_double(float* p, std::int64_t i, double v) { p[i] = __double2float_rn(v); }
-__device__ __forceinline__ void store_double(double* p, std::int64_t i, double v) { p[i] = v; }
-__device__ __forceinline__ void store_double(F16Bits* p, std::int64_t i, double v) {
-  p[i].bits = f16_bits(__double2float_rn(v));
-}
-__device__ __forceinline__ void store_double(BF16Bits* p, std::int64_t i, double v) {
-  p[i].bits = bf16_bits(__double2float_rn(v));
-}
+__device__ __forceinline__ void store_value(F16* p, std::int64_t i, float v) { p[i] = kernels::f16_from_float(v); }
+__device__ __forceinline__ void store_value(BF16* p, std::int64_t i, float v) { p[i] = kernels::bf16_from_float(v); }
 
 template <typename C>
 __device__ __forceinline__ C exp_c(C v) {
@@ -130,25 +106,20 @@ __device__ __forceinline__ C nan_c() {
   }
 }
 
-const std::string& layer_name(const StepLaunch& launch) {
-  static const std::string kUnnamed = "(unnamed layer)";
-  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
-}
-
-void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch)); }
-
 // ---- attention ----
 
 enum MaskKind : int { kNoMask = 0, kBoolMask = 1, kAdditiveMask = 2 };
 
 // Where element (b, h, s, c) of a [B, H, S, D] view lives: offset + b·sb + h·sh + s·ss + c (elements). The layouts
-// bhsd, bshd and packed (one [B, S, (Hq + 2 Hkv)·D] tensor) are all such views.
+// bhsd, bshd and packed (one [B, S, (Hq + 2 Hkv)·D] tensor) are all such views (graph/ops/attention_layout.hpp).
 struct HeadStrides {
   std::int64_t offset, sb, sh, ss;
   __host__ __device__ std::int64_t at(std::int64_t b, std::int64_t h, std::int64_t s) const {
     return offset + b * sb + h * sh + s * ss;
   }
 };
+
+HeadStrides head_strides(const graph::AttentionStrides& s) { return HeadStrides{s.offset, s.batch, s.head, s.seq}; }
 
 struct AttentionParams {
   HeadStrides qs, ks, vs, os;
@@ -294,21 +265,21 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_rowwise_kernel(Atten
   }
 }
 
+// An attention kernel (an instantiation of the row or the flash kernel), launched through its address.
+using AttentionKernel = void (*)(AttentionParams);
+
+// The row kernel's instantiation for the value head dim, and its grid.
 template <typename T>
-void run_attention_rowwise(const StepLaunch& launch, const AttentionParams& p) {
+AttentionKernel rowwise_kernel_for(const AttentionParams& p) {
+  if (p.dv <= 32) return attention_rowwise_kernel<T, 1>;
+  if (p.dv <= 64) return attention_rowwise_kernel<T, 2>;
+  if (p.dv <= 128) return attention_rowwise_kernel<T, 4>;
+  return attention_rowwise_kernel<T, 8>;
+}
+
+unsigned rowwise_blocks(const AttentionParams& p) {
   const std::int64_t rows = p.batch * p.hq * p.sq;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((rows + kRowWarps - 1) / kRowWarps, 1 << 20));
-  const dim3 threads(kRowWarps * 32);
-  if (p.dv <= 32) {
-    attention_rowwise_kernel<T, 1><<<blocks, threads, 0, launch.stream>>>(p);
-  } else if (p.dv <= 64) {
-    attention_rowwise_kernel<T, 2><<<blocks, threads, 0, launch.stream>>>(p);
-  } else if (p.dv <= 128) {
-    attention_rowwise_kernel<T, 4><<<blocks, threads, 0, launch.stream>>>(p);
-  } else {
-    attention_rowwise_kernel<T, 8><<<blocks, threads, 0, launch.stream>>>(p);
-  }
-  check_launch(launch);
+  return static_cast<unsigned>(std::min<std::int64_t>((rows + kRowWarps - 1) / kRowWarps, 1 << 20));
 }
 
 // ---- attention, flash (f16/bf16 tensor cores) ----
@@ -403,7 +374,7 @@ __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::
 
 template <bool kBf16, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(AttentionParams p) {
-  using T = std::conditional_t<kBf16, BF16Bits, F16Bits>;
+  using T = std::conditional_t<kBf16, BF16, F16>;
   __shared__ __align__(128) std::uint16_t k_tile[kFlashKeys * kHeadDim];
   __shared__ __align__(128) std::uint16_t v_tile[kFlashKeys * kHeadDim];
   __shared__ int poisoned[kHeadDim];
@@ -633,77 +604,63 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
   }
 }
 
+// The flash kernel's instantiation for the head dims (padded to 64 or 128), and its grid.
 template <bool kBf16>
-void run_attention_flash(const StepLaunch& launch, const AttentionParams& p) {
+AttentionKernel flash_kernel_for(const AttentionParams& p) {
+  if (std::max(p.d, p.dv) <= 64) return attention_flash_kernel<kBf16, 64>;
+  return attention_flash_kernel<kBf16, 128>;
+}
+
+unsigned flash_blocks(const AttentionParams& p) {
   const std::int64_t work = (p.sq + kFlashRows - 1) / kFlashRows * p.batch * p.hq;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(work, 1 << 30));
-  if (std::max(p.d, p.dv) <= 64) {
-    attention_flash_kernel<kBf16, 64><<<blocks, kFlashThreads, 0, launch.stream>>>(p);
-  } else {
-    attention_flash_kernel<kBf16, 128><<<blocks, kFlashThreads, 0, launch.stream>>>(p);
-  }
-  check_launch(launch);
+  return static_cast<unsigned>(std::min<std::int64_t>(work, 1 << 30));
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
-// The flash kernel's shape and alignment conditions (else the row kernel runs).
-bool flash_fits(const AttentionParams& p) {
+// The flash kernel's shape conditions (else the row kernel runs). Its 16-byte loads also need q, k, v and the output
+// 16-byte aligned, which the launch tests on the bound addresses.
+bool flash_shapes_fit(const AttentionParams& p) {
   // 16-byte loads: every row start (offset and strides in multiples of 8 elements) 16-byte aligned.
   auto rows_aligned = [](const HeadStrides& s) {
     return s.offset % 8 == 0 && s.sb % 8 == 0 && s.sh % 8 == 0 && s.ss % 8 == 0;
   };
-  return p.d > 0 && p.dv > 0 && p.d <= 128 && p.dv <= 128 && p.d % 8 == 0 && p.dv % 8 == 0 && aligned16(p.q) &&
-         aligned16(p.k) && aligned16(p.v) && aligned16(p.out) && rows_aligned(p.qs) && rows_aligned(p.ks) &&
-         rows_aligned(p.vs) && rows_aligned(p.os);
+  return p.d > 0 && p.dv > 0 && p.d <= 128 && p.dv <= 128 && p.d % 8 == 0 && p.dv % 8 == 0 && rows_aligned(p.qs) &&
+         rows_aligned(p.ks) && rows_aligned(p.vs) && rows_aligned(p.os);
 }
 
-// Fills the params from the launch; false when the output is empty (nothing to do).
-bool attention_params(const StepLaunch& launch, AttentionParams& p) {
+// Fills the params from the attributes and shapes, the data pointers left null (bound at launch), and whether the
+// mask is given; false when the output is empty (nothing to do).
+bool attention_params(const StepLaunch& launch, AttentionParams& p, bool& has_mask) {
   const DeviceTensor& q = launch.inputs.at(0);
   const DeviceTensor& k = launch.inputs.at(1);
   const DeviceTensor& v = launch.inputs.at(2);
-  const DeviceTensor& out = launch.outputs.at(0);
   p = AttentionParams{};
-  p.q = q.data;
-  p.k = k.data;
-  p.v = v.data;
-  p.out = out.data;
-  const std::string layout = launch.attrs->get_string("layout", "bhsd");
-  // [B, H, S, D] laid out as bhsd or bshd.
-  auto strides = [](bool bshd, std::int64_t heads, std::int64_t seq, std::int64_t d) {
-    return bshd ? HeadStrides{0, seq * heads * d, d, heads * d} : HeadStrides{0, heads * seq * d, seq * d, d};
-  };
-  p.batch = q.shape[0];
-  if (layout == "packed") {
+  has_mask = false;
+  const std::string layout_name = launch.attrs->get_string("layout", "bhsd");
+  const std::optional<graph::AttentionLayout> layout = graph::parse_attention_layout(layout_name);
+  if (!layout) launch.attrs->fail("layout '" + layout_name + "' must be bhsd, bshd or packed");
+  std::int64_t heads = 0, kv_heads = 0;
+  if (*layout == graph::AttentionLayout::kPacked) {
     if (q.shape.rank() != 3) launch.attrs->fail("packed attention takes qkv of rank 3");
-    p.hq = launch.attrs->get_int("heads");
-    p.hkv = launch.attrs->get_int("kv_heads");
-    if (p.hq <= 0 || p.hkv <= 0) launch.attrs->fail("heads and kv_heads must be positive");
-    p.sq = p.skv = q.shape[1];
-    const std::int64_t width = q.shape[2];
-    p.d = p.dv = width / (p.hq + 2 * p.hkv);
-    p.qs = HeadStrides{0, p.sq * width, p.d, width};
-    p.ks = HeadStrides{p.hq * p.d, p.sq * width, p.d, width};
-    p.vs = HeadStrides{(p.hq + p.hkv) * p.d, p.sq * width, p.d, width};
-    p.os = strides(true, p.hq, p.sq, p.dv);
-  } else {
-    if (q.shape.rank() != 4 || k.shape.rank() != 4 || v.shape.rank() != 4) {
-      launch.attrs->fail("attention takes rank 4");
-    }
-    const bool bshd = layout == "bshd";
-    const int h_axis = bshd ? 2 : 1, s_axis = bshd ? 1 : 2;
-    p.hq = q.shape[h_axis];
-    p.sq = q.shape[s_axis];
-    p.d = q.shape[3];
-    p.hkv = k.shape[h_axis];
-    p.skv = k.shape[s_axis];
-    p.dv = v.shape[3];
-    p.qs = strides(bshd, p.hq, p.sq, p.d);
-    p.ks = strides(bshd, p.hkv, p.skv, p.d);
-    p.vs = strides(bshd, p.hkv, p.skv, p.dv);
-    p.os = strides(bshd, p.hq, p.sq, p.dv);
+    heads = launch.attrs->get_int("heads");
+    kv_heads = launch.attrs->get_int("kv_heads");
+    if (heads <= 0 || kv_heads <= 0) launch.attrs->fail("heads and kv_heads must be positive");
+  } else if (q.shape.rank() != 4 || k.shape.rank() != 4 || v.shape.rank() != 4) {
+    launch.attrs->fail("attention takes rank 4");
   }
+  const graph::AttentionGeometry g = graph::attention_geometry(*layout, heads, kv_heads, q.shape, k.shape, v.shape);
+  p.batch = g.b;
+  p.hq = g.hq;
+  p.hkv = g.hkv;
+  p.sq = g.sq;
+  p.skv = g.skv;
+  p.d = g.d;
+  p.dv = g.dv;
+  p.qs = head_strides(g.q);
+  p.ks = head_strides(g.k);
+  p.vs = head_strides(g.v);
+  p.os = head_strides(g.out);
   if (p.batch * p.hq * p.sq * p.dv == 0) return false;
   if (p.hkv <= 0 || p.hq % p.hkv != 0) launch.attrs->fail("q's heads must be a multiple of k's heads");
   p.group = p.hq / p.hkv;
@@ -711,11 +668,12 @@ bool attention_params(const StepLaunch& launch, AttentionParams& p) {
   p.scale_d = launch.attrs->has("scale") ? launch.attrs->get_float("scale") : 1.0 / std::sqrt(static_cast<double>(p.d));
   p.scale_f = static_cast<float>(p.scale_d);
   p.mask_kind = kNoMask;
-  if (launch.inputs.size() > 3 && launch.inputs[3].data != nullptr) {
+  // An optional input is present when it has an address or is a caller buffer (bound at each enqueue).
+  if (launch.inputs.size() > 3 && (launch.inputs[3].data != nullptr || launch.inputs[3].caller_buffer)) {
     const DeviceTensor& mask = launch.inputs[3];
     const int mrank = mask.shape.rank();
     if (mrank > 4) launch.attrs->fail("the mask has rank > 4");
-    p.mask = mask.data;
+    has_mask = true;
     p.mask_kind = mask.dtype == DataType::kBool ? kBoolMask : kAdditiveMask;
     if (p.mask_kind == kAdditiveMask && mask.dtype != q.dtype) launch.attrs->fail("the mask must be bool or q's dtype");
     const std::int64_t scores[4] = {p.batch, p.hq, p.sq, p.skv};
@@ -733,22 +691,56 @@ bool attention_params(const StepLaunch& launch, AttentionParams& p) {
   return true;
 }
 
+// An attention step as prepared: the kernel parameters with their data pointers left to bind, the row kernel, and for
+// the f16/bf16 flash entries the flash kernel when the shapes fit it.
+struct AttentionPlan {
+  bool empty = false;     // the output is empty: nothing to launch
+  bool has_mask = false;  // input 3 is given (its address goes into params.mask)
+  AttentionParams params{};
+  AttentionKernel rowwise = nullptr;
+  unsigned rowwise_blocks = 0;
+  AttentionKernel flash = nullptr;  // nullptr: the row kernel runs
+  unsigned flash_blocks = 0;
+};
+
 template <typename T>
-void launch_attention_rowwise(const StepLaunch& launch) {
-  AttentionParams p;
-  if (!attention_params(launch, p)) return;
-  run_attention_rowwise<T>(launch, p);
+AttentionPlan prepare_attention_rowwise(const StepLaunch& launch) {
+  AttentionPlan plan;
+  if (!attention_params(launch, plan.params, plan.has_mask)) {
+    plan.empty = true;
+    return plan;
+  }
+  plan.rowwise = rowwise_kernel_for<T>(plan.params);
+  plan.rowwise_blocks = rowwise_blocks(plan.params);
+  return plan;
 }
 
+// The flash kernel where the shapes fit it, else (and at launch, for addresses not 16-byte aligned) the row kernel.
 template <bool kBf16>
-void launch_attention_flash(const StepLaunch& launch) {
-  AttentionParams p;
-  if (!attention_params(launch, p)) return;
-  if (flash_fits(p)) {
-    run_attention_flash<kBf16>(launch, p);
-  } else {
-    run_attention_rowwise<std::conditional_t<kBf16, BF16Bits, F16Bits>>(launch, p);
+AttentionPlan prepare_attention_flash(const StepLaunch& launch) {
+  AttentionPlan plan = prepare_attention_rowwise<std::conditional_t<kBf16, BF16, F16>>(launch);
+  if (!plan.empty && flash_shapes_fit(plan.params)) {
+    plan.flash = flash_kernel_for<kBf16>(plan.params);
+    plan.flash_blocks = flash_blocks(plan.params);
   }
+  return plan;
+}
+
+// Every attention entry: binds the addresses and launches the planned kernel.
+void launch_attention(const StepLaunch& launch, const AttentionPlan& plan) {
+  if (plan.empty) return;
+  AttentionParams p = plan.params;
+  p.q = launch.inputs.at(0).data;
+  p.k = launch.inputs.at(1).data;
+  p.v = launch.inputs.at(2).data;
+  p.out = launch.outputs.at(0).data;
+  if (plan.has_mask) p.mask = launch.inputs[3].data;
+  if (plan.flash != nullptr && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.out)) {
+    plan.flash<<<plan.flash_blocks, kFlashThreads, 0, launch.stream>>>(p);
+  } else {
+    plan.rowwise<<<plan.rowwise_blocks, kRowWarps * 32, 0, launch.stream>>>(p);
+  }
+  check_launch(launch);
 }
 
 // ---- rotary_embedding ----
@@ -758,6 +750,7 @@ void launch_attention_flash(const StepLaunch& launch) {
 // the reference writes them, so that large positions do not amplify a different rounding of pow.
 
 constexpr int kMaxRotaryPairs = 1024;
+constexpr int kRotaryThreads = 128;
 
 struct InverseFrequencies {
   double value[kMaxRotaryPairs];
@@ -799,10 +792,19 @@ __global__ void rotary_kernel(const T* x, T* y, std::int64_t rows, std::int64_t 
   }
 }
 
-template <typename T>
-void launch_rotary(const StepLaunch& launch) {
+// A rotary_embedding step as prepared (every dtype): the geometry, the attributes, the inverse frequencies, the grid.
+struct RotaryPlan {
+  bool empty = false;  // nothing to compute
+  std::int64_t rows = 0, seq = 0, d = 0, rotary_dim = 0, offset = 0;
+  bool interleaved = false;
+  InverseFrequencies inv_freqs{};
+  dim3 grid;
+};
+
+RotaryPlan prepare_rotary(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   if (x.shape.rank() != 4) launch.attrs->fail("rotary_embedding takes [B, H, S, D]");
+  RotaryPlan plan;
   const std::int64_t rows = x.shape[0] * x.shape[1], seq = x.shape[2], d = x.shape[3];
   const double base = launch.attrs->get_float("base", 10000.0);
   const std::int64_t rd_attr = launch.attrs->get_int("rotary_dim", 0);
@@ -811,20 +813,33 @@ void launch_rotary(const StepLaunch& launch) {
   const std::int64_t offset = launch.attrs->get_int("position_offset", 0);
   if (rotary_dim % 2 != 0 || rotary_dim > d) launch.attrs->fail("rotary_dim must be even and at most the head dim");
   if (rotary_dim / 2 > kMaxRotaryPairs) launch.attrs->fail("the CUDA rotary kernel takes rotary_dim <= 2048");
-  InverseFrequencies inv_freqs;
   for (std::int64_t i = 0; i < rotary_dim / 2; ++i) {
-    inv_freqs.value[i] = 1.0 / std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+    plan.inv_freqs.value[i] = 1.0 / std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
   }
+  plan.rows = rows;
+  plan.seq = seq;
+  plan.d = d;
+  plan.rotary_dim = rotary_dim;
+  plan.offset = offset;
+  plan.interleaved = interleaved;
   const std::int64_t items = seq * (rotary_dim / 2 + (d - rotary_dim));
-  if (rows * items == 0) return;
-  constexpr int kThreads = 128;
-  const std::int64_t x_blocks = std::min<std::int64_t>((items + kThreads - 1) / kThreads, 1 << 20);
+  if (rows * items == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  const std::int64_t x_blocks = std::min<std::int64_t>((items + kRotaryThreads - 1) / kRotaryThreads, 1 << 20);
   // Enough (x, y) blocks to fill the device; each y block strides over the rows.
   const std::int64_t y_blocks = std::min<std::int64_t>({rows, std::max<std::int64_t>(1, 4096 / x_blocks), 65535});
-  const dim3 grid(static_cast<unsigned>(x_blocks), static_cast<unsigned>(y_blocks));
-  rotary_kernel<T><<<grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(x.data),
-                                                         static_cast<T*>(launch.outputs.at(0).data), rows, seq, d,
-                                                         rotary_dim, offset, inv_freqs, interleaved);
+  plan.grid = dim3(static_cast<unsigned>(x_blocks), static_cast<unsigned>(y_blocks));
+  return plan;
+}
+
+template <typename T>
+void launch_rotary(const StepLaunch& launch, const RotaryPlan& plan) {
+  if (plan.empty) return;
+  rotary_kernel<T><<<plan.grid, kRotaryThreads, 0, launch.stream>>>(
+      static_cast<const T*>(launch.inputs.at(0).data), static_cast<T*>(launch.outputs.at(0).data), plan.rows, plan.seq,
+      plan.d, plan.rotary_dim, plan.offset, plan.inv_freqs, plan.interleaved);
   check_launch(launch);
 }
 
@@ -865,22 +880,26 @@ bool supports_rotary(const graph::Graph& graph, const graph::Layer& layer, Preci
 void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
-      {"attention_f16_f32acc_flash", "attention", supports_attention<DataType::kF16>, launch_attention_flash<false>, 0},
-      {"attention_bf16_f32acc_flash", "attention", supports_attention<DataType::kBF16>, launch_attention_flash<true>,
-       0},
-      {"attention_f16_f32acc_rowwise", "attention", supports_attention<DataType::kF16>,
-       launch_attention_rowwise<F16Bits>, 0},
-      {"attention_bf16_f32acc_rowwise", "attention", supports_attention<DataType::kBF16>,
-       launch_attention_rowwise<BF16Bits>, 0},
-      {"attention_f32_rowwise", "attention", supports_attention<DataType::kF32>, launch_attention_rowwise<float>, 0},
-      {"attention_f64_rowwise", "attention", supports_attention<DataType::kF64>, launch_attention_rowwise<double>, 0},
-      {"rotary_embedding_f32_f64acc_pairwise", "rotary_embedding", supports_rotary<DataType::kF32>,
-       launch_rotary<float>, 0},
-      {"rotary_embedding_f16_f64acc_pairwise", "rotary_embedding", supports_rotary<DataType::kF16>,
-       launch_rotary<F16Bits>, 0},
-      {"rotary_embedding_bf16_f64acc_pairwise", "rotary_embedding", supports_rotary<DataType::kBF16>,
-       launch_rotary<BF16Bits>, 0},
-      {"rotary_embedding_f64_pairwise", "rotary_embedding", supports_rotary<DataType::kF64>, launch_rotary<double>, 0},
+      prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
+                                                                        supports_attention<DataType::kF16>, 0),
+      prepared_kernel<prepare_attention_flash<true>, launch_attention>("attention_bf16_f32acc_flash", "attention",
+                                                                       supports_attention<DataType::kBF16>, 0),
+      prepared_kernel<prepare_attention_rowwise<F16>, launch_attention>("attention_f16_f32acc_rowwise", "attention",
+                                                                        supports_attention<DataType::kF16>, 0),
+      prepared_kernel<prepare_attention_rowwise<BF16>, launch_attention>("attention_bf16_f32acc_rowwise", "attention",
+                                                                         supports_attention<DataType::kBF16>, 0),
+      prepared_kernel<prepare_attention_rowwise<float>, launch_attention>("attention_f32_rowwise", "attention",
+                                                                          supports_attention<DataType::kF32>, 0),
+      prepared_kernel<prepare_attention_rowwise<double>, launch_attention>("attention_f64_rowwise", "attention",
+                                                                           supports_attention<DataType::kF64>, 0),
+      prepared_kernel<prepare_rotary, launch_rotary<float>>("rotary_embedding_f32_f64acc_pairwise", "rotary_embedding",
+                                                            supports_rotary<DataType::kF32>, 0),
+      prepared_kernel<prepare_rotary, launch_rotary<F16>>("rotary_embedding_f16_f64acc_pairwise", "rotary_embedding",
+                                                          supports_rotary<DataType::kF16>, 0),
+      prepared_kernel<prepare_rotary, launch_rotary<BF16>>("rotary_embedding_bf16_f64acc_pairwise", "rotary_embedding",
+                                                           supports_rotary<DataType::kBF16>, 0),
+      prepared_kernel<prepare_rotary, launch_rotary<double>>("rotary_embedding_f64_pairwise", "rotary_embedding",
+                                                             supports_rotary<DataType::kF64>, 0),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

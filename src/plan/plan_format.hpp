@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tensoracle::runtime {
+namespace tensoracle::plan {
 
 inline constexpr char kPlanMagic[8] = {'T', 'S', 'R', 'P', 'L', 'A', 'N', '\0'};
 // Written by this build; it reads every version from 1 up to it (docs/engine-format.md: version policy).
@@ -59,4 +59,4 @@ class ManifestReader {
   std::string name_;
 };
 
-}  // namespace tensoracle::runtime
+}  // namespace tensoracle::plan

@@ -1,5 +1,5 @@
 // The engine (plan) byte format: writing and strictly validating header, manifest and section table.
-#include "runtime/plan_format.hpp"
+#include "plan/plan_format.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "core/bytes.hpp"
 #include "tensoracle/error.hpp"
 
-namespace tensoracle::runtime {
+namespace tensoracle::plan {
 
 namespace {
 
@@ -177,4 +177,4 @@ std::vector<std::int64_t> ManifestReader::dims(const Json& object, const char* k
   return out;
 }
 
-}  // namespace tensoracle::runtime
+}  // namespace tensoracle::plan

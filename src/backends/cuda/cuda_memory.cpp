@@ -1,0 +1,117 @@
+// Device memory, streams, events and CUDA graphs on a given device, for TargetBuffer/TargetStream/TargetTimer.
+#include <fmt/format.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/check.hpp"
+#include "backends/cuda/cuda_memory.hpp"
+#include "backends/cuda/device_guard.hpp"
+
+namespace tensoracle::cuda {
+
+void* device_malloc(int device, std::size_t bytes) {
+  DeviceGuard guard(device);
+  void* p = nullptr;
+  TENSORACLE_CUDA_CHECK(cudaMalloc(&p, bytes), fmt::format("allocating {} bytes on GPU {}", bytes, device));
+  return p;
+}
+
+void device_free(int device, void* pointer) noexcept {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device);
+  cudaFree(pointer);
+  cudaSetDevice(previous);
+}
+
+void copy_to_device(int device, void* destination, const void* source, std::size_t bytes) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaMemcpy(destination, source, bytes, cudaMemcpyHostToDevice), "copying to the GPU");
+}
+
+void copy_to_host(int device, void* destination, const void* source, std::size_t bytes) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaMemcpy(destination, source, bytes, cudaMemcpyDeviceToHost), "copying from the GPU");
+}
+
+void device_memset(int device, void* pointer, unsigned char value, std::size_t bytes) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaMemset(pointer, value, bytes), "filling GPU memory");
+}
+
+CUstream_st* stream_create(int device) {
+  DeviceGuard guard(device);
+  cudaStream_t s = nullptr;
+  TENSORACLE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
+  return s;
+}
+
+void stream_destroy(int device, CUstream_st* stream) noexcept {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device);
+  cudaStreamDestroy(stream);
+  cudaSetDevice(previous);
+}
+
+void stream_synchronize(int device, CUstream_st* stream) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaStreamSynchronize(stream), "waiting for the stream");
+}
+
+void* event_create(int device) {
+  DeviceGuard guard(device);
+  cudaEvent_t e = nullptr;
+  TENSORACLE_CUDA_CHECK(cudaEventCreate(&e), "creating an event");
+  return e;
+}
+
+void event_destroy(int device, void* event) noexcept {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device);
+  cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  cudaSetDevice(previous);
+}
+
+void event_record(int device, void* event, CUstream_st* stream) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), stream), "recording an event");
+}
+
+void* graph_capture(int device, CUstream_st* stream, const std::function<void()>& enqueue) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
+  cudaGraph_t graph = nullptr;
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);  // ends the capture; the partial graph is dropped
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  TENSORACLE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph), "capturing a CUDA graph");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  TENSORACLE_CUDA_CHECK(status, "instantiating a CUDA graph");
+  return exec;
+}
+
+void graph_launch(int device, void* graph, CUstream_st* stream) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream), "launching a CUDA graph");
+}
+
+void graph_destroy(int /*device*/, void* graph) noexcept { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
+
+float event_elapsed_ms(int device, void* start, void* stop) {
+  DeviceGuard guard(device);
+  TENSORACLE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop)), "waiting for an event");
+  float ms = 0;
+  TENSORACLE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)),
+                        "reading an event time");
+  return ms;
+}
+
+}  // namespace tensoracle::cuda

@@ -1,0 +1,166 @@
+// The builder's questions to the CUDA kernels on the target GPU: each candidate's scratch, and which is fastest.
+#include <fmt/format.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <random>
+
+#include "backends/cuda/check.hpp"
+#include "backends/cuda/cuda_kernels.hpp"
+#include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/device_guard.hpp"
+
+namespace tensoracle::cuda {
+
+std::size_t kernel_workspace_bytes(const std::string& kernel) {
+  const KernelEntry* k = find_kernel_entry(kernel);
+  return k == nullptr ? 0 : k->workspace_bytes;
+}
+
+std::size_t kernel_workspace_for(const std::string& kernel, const graph::Graph& graph, const graph::Layer& layer,
+                                 const std::vector<Dims>& shapes, Precision precision, int device) {
+  const KernelEntry* k = find_kernel_entry(kernel);
+  if (k == nullptr) return 0;
+  if (k->workspace_for == nullptr || k->workspace_bytes == 0) return k->workspace_bytes;
+  DeviceGuard guard(device);
+  return std::min(k->workspace_bytes, k->workspace_for(graph, layer, shapes, precision));
+}
+
+namespace {
+
+// Random bytes that are valid values of the dtype (small floats, small non-negative integers: safe as indices).
+void fill_random(void* device_pointer, DataType dtype, std::size_t count, std::mt19937& rng) {
+  std::vector<unsigned char> host(count * element_size(dtype));
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (std::size_t i = 0; i < count; ++i) {
+    const float v = dist(rng);
+    unsigned char* p = host.data() + i * element_size(dtype);
+    switch (dtype) {
+      case DataType::kF32: std::memcpy(p, &v, 4); break;
+      case DataType::kF64: {
+        const double d = v;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      case DataType::kF16: {
+        const __half h = __float2half(v);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DataType::kBF16: {
+        const __nv_bfloat16 h = __float2bfloat16(v);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      default:
+        std::memset(p, 0, element_size(dtype));  // zero: a valid index and a valid integer
+        break;
+    }
+  }
+  if (!host.empty())
+    TENSORACLE_CUDA_CHECK(cudaMemcpy(device_pointer, host.data(), host.size(), cudaMemcpyHostToDevice),
+                          "preparing timing inputs");
+}
+
+}  // namespace
+
+std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
+                            const std::vector<std::string>& candidates, Precision precision, int device) {
+  if (candidates.size() < 2) return 0;
+  DeviceGuard guard(device);
+  std::mt19937 rng(7);
+  std::vector<void*> allocations;
+  auto cleanup = [&] {
+    for (void* p : allocations) cudaFree(p);
+  };
+  try {
+    auto make = [&](std::int32_t id) {
+      DeviceTensor t;
+      t.dtype = graph.tensor(id).dtype;
+      t.shape = shapes[static_cast<std::size_t>(id)];
+      const std::size_t count = static_cast<std::size_t>(t.shape.volume());
+      const std::size_t bytes = std::max<std::size_t>(count * element_size(t.dtype), 1);
+      TENSORACLE_CUDA_CHECK(cudaMalloc(&t.data, bytes), "allocating timing buffers");
+      allocations.push_back(t.data);
+      fill_random(t.data, t.dtype, count, rng);
+      return t;
+    };
+    graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+    StepLaunch launch;
+    launch.layer = &layer;
+    launch.attrs = &attrs;
+    launch.precision = precision;
+    for (auto id : layer.inputs) launch.inputs.push_back(id < 0 ? DeviceTensor{} : make(id));
+    for (auto id : layer.outputs) launch.outputs.push_back(make(id));
+    std::size_t workspace = 0;
+    for (const auto& name : candidates) workspace = std::max(workspace, kernel_workspace_bytes(name));
+    if (workspace != 0) {
+      TENSORACLE_CUDA_CHECK(cudaMalloc(&launch.workspace, workspace), "allocating timing scratch");
+      allocations.push_back(launch.workspace);
+    }
+    LibraryHandles handles;
+    cudaStream_t stream = nullptr;
+    TENSORACLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "timing kernels");
+    cudaEvent_t start = nullptr, stop = nullptr;
+    TENSORACLE_CUDA_CHECK(cudaEventCreate(&start), "timing kernels");
+    TENSORACLE_CUDA_CHECK(cudaEventCreate(&stop), "timing kernels");
+    launch.handles = &handles;
+    launch.stream = stream;
+    // The median of up to 10 timed runs after warm-up runs. A candidate whose first timed run is far slower than the
+    // best so far is dropped at once (a direct kernel can be 100x slower than cuDNN at large batches), and one whose
+    // launch fails (a library that refuses the problem) is skipped; if every candidate fails, the last error is thrown.
+    std::size_t best = candidates.size();
+    float best_ms = 0;
+    std::exception_ptr last_error;
+    auto time_once = [&](const KernelEntry* k, const StepState& state) {
+      TENSORACLE_CUDA_CHECK(cudaEventRecord(start, stream), "timing kernels");
+      k->launch(launch, state);
+      TENSORACLE_CUDA_CHECK(cudaEventRecord(stop, stream), "timing kernels");
+      TENSORACLE_CUDA_CHECK(cudaEventSynchronize(stop), "timing kernels");
+      float ms = 0;
+      TENSORACLE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop), "timing kernels");
+      return ms;
+    };
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      const KernelEntry* k = find_kernel_entry(candidates[c]);
+      launch.workspace_bytes = k->workspace_bytes;
+      try {
+        launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
+        const std::unique_ptr<StepState> state = k->prepare(launch);
+        launch.stream = stream;
+        time_once(k, *state);  // warm-up: caches
+        float first = time_once(k, *state);
+        if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) continue;
+        const int runs = first > 20.0F ? 3 : 10;
+        std::vector<float> times{first};
+        for (int i = 1; i < runs; ++i) times.push_back(time_once(k, *state));
+        std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+        const float median = times[times.size() / 2];
+        if (best == candidates.size() || median < best_ms) {
+          best = c;
+          best_ms = median;
+        }
+      } catch (const Error&) {
+        last_error = std::current_exception();
+        cudaStreamSynchronize(stream);
+        cudaGetLastError();  // a launch that failed to start leaves its error here
+      }
+    }
+    if (best == candidates.size()) std::rethrow_exception(last_error);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaStreamDestroy(stream);
+    cleanup();
+    return best;
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+}
+
+}  // namespace tensoracle::cuda
