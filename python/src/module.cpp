@@ -4,8 +4,10 @@
 #include <nanobind/stl/vector.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "bindings.hpp"
@@ -142,4 +144,35 @@ NB_MODULE(_tensoracle, m) {
         tensoracle::set_log_level(it->second);
       },
       nb::arg("level"), "Sets the library's log level: \"error\", \"warning\" (default), \"info\" or \"verbose\".");
+  m.def(
+      "set_log_callback",
+      [](nb::object callback) {
+        if (callback.is_none()) {
+          tensoracle::set_log_callback({});
+          return;
+        }
+        if (PyCallable_Check(callback.ptr()) == 0)
+          throw nb::type_error("set_log_callback: the callback must be callable (severity, message), or None");
+        // Shared by the library's copies of the callback: the last one to go (possibly on a library thread) releases
+        // the Python object with the GIL held.
+        std::shared_ptr<nb::object> held(new nb::object(std::move(callback)), [](nb::object* object) {
+          if (Py_IsInitialized() == 0) return;  // the interpreter is gone: leak rather than touch it
+          nb::gil_scoped_acquire gil;
+          delete object;
+        });
+        tensoracle::set_log_callback([held](tensoracle::LogSeverity severity, std::string_view message) {
+          if (Py_IsInitialized() == 0) return;
+          nb::gil_scoped_acquire gil;
+          try {
+            (*held)(std::string(tensoracle::to_string(severity)), std::string(message));
+          } catch (nb::python_error& e) {
+            e.discard_as_unraisable("tensoracle log callback");  // a log message must never fail the library call
+          }
+        });
+      },
+      nb::arg("callback").none(),
+      "Sends the library's messages to callback(severity, message) instead of stderr (None restores stderr). "
+      "Severity is \"error\", \"warning\", \"info\" or \"verbose\"; messages below set_log_level() are not sent. "
+      "The callback may be called from the library's threads (builds run without the GIL); it is called with the "
+      "GIL held, and an exception it raises is reported through sys.unraisablehook and dropped.");
 }

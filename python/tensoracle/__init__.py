@@ -7,6 +7,8 @@ saved engine afterwards; ``handle.create_execution()`` runs it on caller buffers
 
 from __future__ import annotations
 
+import atexit
+
 from . import _cuda_libraries
 
 _cuda_libraries.preload()  # before the extension: see _cuda_libraries.preload
@@ -49,6 +51,9 @@ Weight = _tensoracle.Weight
 WeightStore = _tensoracle.WeightStore
 BuilderConfig = _tensoracle.BuilderConfig
 set_log_level = _tensoracle.set_log_level
+set_log_callback = _tensoracle.set_log_callback
+# A Python callback must not outlive the interpreter: the library would call it, or release it, after finalization.
+atexit.register(_tensoracle.set_log_callback, None)
 
 
 class Builder:
@@ -100,6 +105,7 @@ __all__ = [
     "numpy_dtype",
     "open_engine",
     "read_engine_header",
+    "set_log_callback",
     "set_log_level",
     "stream_handle",
 ]
