@@ -32,6 +32,19 @@ std::pair<int, int> compute_capability(const nlohmann::json& target) {
   return {std::stoi(cc.substr(0, dot)), std::stoi(cc.substr(dot + 1))};
 }
 
+// The device a CUDA target names, among those this machine has; nullptr when there is none.
+const CudaDeviceInfo* find_device(const SystemInfo& sys, const Target& target) {
+  for (const CudaDeviceInfo& d : sys.cuda_devices) {
+    if (d.index == target.device) return &d;
+  }
+  return nullptr;
+}
+
+// "9.0": a device's compute capability as engines and cache conditions record it.
+std::string compute_capability_text(const CudaDeviceInfo& d) {
+  return fmt::format("{}.{}", d.compute_capability_major, d.compute_capability_minor);
+}
+
 // Device memory, streams, events and CUDA graphs (cuda_memory.hpp; throwing stubs in builds without CUDA).
 class CudaMemory final : public TargetMemory {
  public:
@@ -73,51 +86,50 @@ class CudaBackend final : public Backend {
 
   nlohmann::json describe_target(const Target& target) const override {
     const SystemInfo sys = system_info();
-    for (const auto& d : sys.cuda_devices) {
-      if (d.index != target.device) continue;
-      return nlohmann::json{
-          {"kind", "cuda"},
-          {"device_name", d.name},
-          {"compute_capability", fmt::format("{}.{}", d.compute_capability_major, d.compute_capability_minor)},
-          {"multiprocessor_count", d.multiprocessor_count},
-          {"total_memory_bytes", d.total_memory_bytes},
-          {"cuda_runtime_version", sys.cuda_runtime_version},
-          {"cublaslt_version", sys.cublaslt_version},
-          {"cudnn_version", sys.cudnn_version}};
+    const CudaDeviceInfo* d = find_device(sys, target);
+    if (d == nullptr) {
+      throw CudaError(
+          fmt::format("target {}: no such CUDA device ({})", target.to_string(),
+                      sys.cuda_unavailable_reason.empty() ? "index out of range" : sys.cuda_unavailable_reason));
     }
-    throw CudaError(
-        fmt::format("target {}: no such CUDA device ({})", target.to_string(),
-                    sys.cuda_unavailable_reason.empty() ? "index out of range" : sys.cuda_unavailable_reason));
+    return nlohmann::json{{"kind", "cuda"},
+                          {"device_name", d->name},
+                          {"compute_capability", compute_capability_text(*d)},
+                          {"multiprocessor_count", d->multiprocessor_count},
+                          {"total_memory_bytes", d->total_memory_bytes},
+                          {"cuda_runtime_version", sys.cuda_runtime_version},
+                          {"cublaslt_version", sys.cublaslt_version},
+                          {"cudnn_version", sys.cudnn_version}};
   }
 
   nlohmann::json cache_conditions(const Target& target) const override {
     // The properties the GPU engine's compatibility depends on; not the index, UUID or PCI bus, so
     // identical GPUs share engines.
     const SystemInfo info = system_info();
-    for (const CudaDeviceInfo& d : info.cuda_devices) {
-      if (d.index != target.device) continue;
-      return nlohmann::json{
-          {"kind", "cuda"},
-          {"name", d.name},
-          {"compute_capability", fmt::format("{}.{}", d.compute_capability_major, d.compute_capability_minor)},
-          {"memory_bus_width_bits", d.memory_bus_width_bits},
-          {"l2_cache_bytes", d.l2_cache_bytes},
-          {"shared_memory_per_block_bytes", d.shared_memory_per_block_bytes},
-          {"shared_memory_per_block_optin_bytes", d.shared_memory_per_block_optin_bytes},
-          {"shared_memory_per_multiprocessor_bytes", d.shared_memory_per_multiprocessor_bytes},
-          {"texture_alignment_bytes", d.texture_alignment_bytes},
-          {"multiprocessor_count", d.multiprocessor_count},
-          {"integrated", d.integrated},
-          {"ecc_enabled", d.ecc_enabled},
-          {"total_memory_bytes", d.total_memory_bytes},
-          {"cuda_runtime_version", info.cuda_runtime_version},
-          {"cublaslt_version", info.cublaslt_version},
-          {"cudnn_version", info.cudnn_version},
-      };
+    const CudaDeviceInfo* d = find_device(info, target);
+    if (d == nullptr) {
+      throw CudaError(
+          fmt::format("cannot read the properties of CUDA device {} for the engine's conditions: {}", target.device,
+                      info.cuda_unavailable_reason.empty() ? "no such device" : info.cuda_unavailable_reason));
     }
-    throw CudaError(
-        fmt::format("cannot read the properties of CUDA device {} for the engine's conditions: {}", target.device,
-                    info.cuda_unavailable_reason.empty() ? "no such device" : info.cuda_unavailable_reason));
+    return nlohmann::json{
+        {"kind", "cuda"},
+        {"name", d->name},
+        {"compute_capability", compute_capability_text(*d)},
+        {"memory_bus_width_bits", d->memory_bus_width_bits},
+        {"l2_cache_bytes", d->l2_cache_bytes},
+        {"shared_memory_per_block_bytes", d->shared_memory_per_block_bytes},
+        {"shared_memory_per_block_optin_bytes", d->shared_memory_per_block_optin_bytes},
+        {"shared_memory_per_multiprocessor_bytes", d->shared_memory_per_multiprocessor_bytes},
+        {"texture_alignment_bytes", d->texture_alignment_bytes},
+        {"multiprocessor_count", d->multiprocessor_count},
+        {"integrated", d->integrated},
+        {"ecc_enabled", d->ecc_enabled},
+        {"total_memory_bytes", d->total_memory_bytes},
+        {"cuda_runtime_version", info.cuda_runtime_version},
+        {"cublaslt_version", info.cublaslt_version},
+        {"cudnn_version", info.cudnn_version},
+    };
   }
 
   bool device_graph_passes() const override { return true; }

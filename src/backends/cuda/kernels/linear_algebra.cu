@@ -36,13 +36,6 @@ struct Gemm {
   int activation = 0;          // epilogue after the bias: 0 none, 1 relu, 2 gelu (tanh approximation)
 };
 
-struct GemmPointers {
-  const void* a;
-  const void* b;
-  void* c;
-  const void* residual = nullptr;  // with accumulate: C = A·B + residual (written to c)
-};
-
 cudaDataType_t cuda_type(DataType dtype) {
   switch (dtype) {
     case DataType::kF64: return CUDA_R_64F;
