@@ -1,4 +1,5 @@
-# Models of bench/pytorch_comparison.py (BERT-base, ResNet-50, GPT-2 small) in PyTorch and as tensoracle network JSON.
+# Models of bench/pytorch_comparison.py (BERT-base/-large, ResNet-50, GPT-2 small, ViT-B/16) in PyTorch and as
+# tensoracle network JSON.
 """Each model is a `ModelSpec`: `create()` gives the PyTorch module (f32, eval mode, deterministic
 random weights after torch.manual_seed), `network()` the same computation as a tensoracle network
 (NetworkBuilder from tests/python/models/builder.py, weights referenced by state_dict name), and
@@ -7,15 +8,18 @@ random weights after torch.manual_seed), `network()` the same computation as a t
 The modules follow the public implementations so that state_dict names match real checkpoints:
 Hugging Face transformers' BertLayer (post-LN, exact GELU) and GPT2Block (pre-LN, Conv1D weights
 [in, out], tanh GELU, causal attention, final ln_f), torchvision's ResNet-50 (Bottleneck v1.5, stride
-on the 3x3 convolution). Attention on the PyTorch side uses F.scaled_dot_product_attention where the
+on the 3x3 convolution) and ViT-B/16 (VisionTransformer: conv patch embedding, class token, learned
+position embedding, pre-LN encoder blocks with nn.MultiheadAttention's packed in_proj, erf GELU MLP, final
+LayerNorm, head on the class token). Attention on the PyTorch side uses F.scaled_dot_product_attention where the
 installed torch has it (torch >= 2.0, the fast path HF uses by default), else the written-out
-softmax(q k^T / sqrt(d)) v. Embeddings are left out of the transformers: the input is the hidden
-states [B, S, hidden] (f32 for tensoracle).
+softmax(q k^T / sqrt(d)) v. Embeddings are left out of the text transformers: the input is the hidden
+states [B, S, hidden] (f32 for tensoracle); ViT takes the images [B, 3, H, W].
 """
 from __future__ import annotations
 
 import math
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,10 +38,13 @@ from builder import NetworkBuilder  # noqa: E402  (tests/python/models/builder.p
 def init_weights_(module: nn.Module) -> nn.Module:
     """Random weights of a realistic scale (as tests/python/models.randomize_): matrices N(0, 1/fan_in)
     so every residual branch contributes as much as the residual; norm scales near 1; small biases and
-    running means; running variances in [0.5, 2]. Deterministic given torch.manual_seed."""
+    running means; running variances in [0.5, 2]; ViT's class token and position embedding N(0, 1), as large
+    as the patch embeddings they join. Deterministic given torch.manual_seed."""
     for m in module.modules():
         for name, p in m.named_parameters(recurse=False):
-            if p.dim() >= 2:
+            if name in ("class_token", "pos_embedding"):
+                p.copy_(torch.randn_like(p))
+            elif p.dim() >= 2:
                 fan_in = p.shape[0] if isinstance(m, Conv1D) else p[0].numel()
                 p.copy_(torch.randn_like(p) / fan_in ** 0.5)
             elif name == "weight":
@@ -370,11 +377,127 @@ def gpt2_network(layers, embed, heads, inner, eps=1e-5) -> NetworkBuilder:
     return b
 
 
+# ---- ViT-B/16 (torchvision.models.vit_b_16's VisionTransformer, written out) ----
+
+class ViTSelfAttention(nn.Module):
+    """nn.MultiheadAttention(E, heads, batch_first=True) without masks or dropout: state_dict names in_proj_weight
+    [3E, E] (q's rows, then k's, then v's), in_proj_bias, out_proj.weight, out_proj.bias."""
+
+    def __init__(self, embed, heads):
+        super().__init__()
+        self.embed, self.heads, self.head_dim = embed, heads, embed // heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed, embed))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed))
+        self.out_proj = nn.Linear(embed, embed)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).split(self.embed, dim=2)
+        split = lambda t: t.view(b, s, self.heads, self.head_dim).permute(0, 2, 1, 3)  # noqa: E731
+        a = attention(split(q), split(k), split(v), causal=False)
+        return self.out_proj(a.permute(0, 2, 1, 3).reshape(b, s, self.embed))
+
+
+class ViTEncoderBlock(nn.Module):  # torchvision.models.vision_transformer.EncoderBlock
+    def __init__(self, embed, heads, mlp, eps):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(embed, eps=eps)
+        self.self_attention = ViTSelfAttention(embed, heads)
+        self.ln_2 = nn.LayerNorm(embed, eps=eps)
+        # MLPBlock: Linear, GELU, Dropout, Linear, Dropout (state_dict names mlp.0 and mlp.3)
+        self.mlp = nn.Sequential(nn.Linear(embed, mlp), nn.GELU(), nn.Dropout(0.0), nn.Linear(mlp, embed),
+                                 nn.Dropout(0.0))
+
+    def forward(self, x):
+        x = x + self.self_attention(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class ViTEncoder(nn.Module):
+    def __init__(self, seq, layers, embed, heads, mlp, eps):
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.empty(1, seq, embed).normal_(std=0.02))
+        self.layers = nn.Sequential(OrderedDict(
+            (f"encoder_layer_{i}", ViTEncoderBlock(embed, heads, mlp, eps)) for i in range(layers)))
+        self.ln = nn.LayerNorm(embed, eps=eps)
+
+    def forward(self, x):
+        return self.ln(self.layers(x + self.pos_embedding))
+
+
+class VisionTransformer(nn.Module):
+    """state_dict names as torchvision's: conv_proj.*, class_token, encoder.pos_embedding,
+    encoder.layers.encoder_layer_N.{ln_1, self_attention, ln_2, mlp.0, mlp.3}.*, encoder.ln.*, heads.head.*."""
+
+    def __init__(self, image=224, patch=16, layers=12, embed=768, heads=12, mlp=3072, num_classes=1000, eps=1e-6):
+        super().__init__()
+        self.embed = embed
+        self.conv_proj = nn.Conv2d(3, embed, kernel_size=patch, stride=patch)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, embed))
+        self.encoder = ViTEncoder((image // patch) ** 2 + 1, layers, embed, heads, mlp, eps)
+        self.heads = nn.Sequential(OrderedDict(head=nn.Linear(embed, num_classes)))
+
+    def forward(self, x):
+        n = x.shape[0]
+        x = self.conv_proj(x).reshape(n, self.embed, -1).permute(0, 2, 1)  # [N, patches, E]
+        x = torch.cat([self.class_token.expand(n, -1, -1), x], dim=1)
+        return self.heads(self.encoder(x)[:, 0])
+
+
+def vit_network(image=224, patch=16, layers=12, embed=768, heads=12, mlp=3072, num_classes=1000,
+                eps=1e-6) -> NetworkBuilder:
+    b = NetworkBuilder()
+    head_dim, patches = embed // heads, (image // patch) ** 2
+    x = b.input("x", "f32", [-1, 3, image, image])
+
+    def linear(t, n, name=None):
+        return b.layer("linear", [t, b.weight(n + ".weight"), b.weight(n + ".bias")], name=name or n)
+
+    def layer_norm(t, n):
+        return b.layer("layer_norm", [t, b.weight(n + ".weight"), b.weight(n + ".bias")], {"epsilon": eps}, name=n)
+
+    def heads_of(t):  # [B, S, E] -> [B, heads, S, head_dim]
+        t = b.layer("reshape", [t], {"shape": [0, 0, heads, head_dim]}, name=t + ".view")
+        return b.layer("transpose", [t], {"perm": [0, 2, 1, 3]}, name=t + ".permute")
+
+    attrs = {"stride": [patch, patch], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
+    h = b.layer("conv", [x, b.weight("conv_proj.weight"), b.weight("conv_proj.bias")], attrs, name="conv_proj")
+    h = b.layer("reshape", [h], {"shape": [0, embed, patches]}, name="conv_proj.flatten")
+    h = b.layer("transpose", [h], {"perm": [0, 2, 1]}, name="conv_proj.permute")  # [B, patches, E]
+    # cat([class_token.expand(B, -1, -1), h], 1) + pos_embedding, written as pad(h) + (pad(class_token) +
+    # pos_embedding): `expand` takes a static shape and the batch is dynamic. A zero row goes in front of the
+    # patches, the class token into row 0 of the [1, 1 + patches, E] constant, which the builder folds: the same
+    # sums, bit for bit (row 0: 0 + (class_token + pos[0]); row i: patch + (0 + pos[i])).
+    h = b.layer("pad", [h], {"pads": [0, 1, 0, 0, 0, 0]}, name="class_token.row")
+    tok = b.layer("pad", [b.weight("class_token")], {"pads": [0, 0, 0, 0, patches, 0]}, name="class_token.pad")
+    tok = b.layer("add", [tok, b.weight("encoder.pos_embedding")], name="encoder.tokens")
+    h = b.layer("add", [h, tok], name="encoder.input")
+    for i in range(layers):
+        p = f"encoder.layers.encoder_layer_{i}."
+        n = p + "self_attention.in_proj"  # one packed product x·in_proj_weightᵀ + in_proj_bias: [B, S, 3E]
+        qkv = b.layer("linear", [layer_norm(h, p + "ln_1"), b.weight(n + "_weight"), b.weight(n + "_bias")], name=n)
+        q, k, v = b.layer("split", [qkv], {"sizes": [embed] * 3, "axis": 2}, name=p + "self_attention.qkv",
+                          num_outputs=3)
+        a = b.layer("attention", [heads_of(q), heads_of(k), heads_of(v)], name=p + "self_attention.attn")
+        a = b.layer("transpose", [a], {"perm": [0, 2, 1, 3]}, name=a + ".merge.permute")
+        a = b.layer("reshape", [a], {"shape": [0, 0, embed]}, name=a + ".view")
+        h = b.layer("add", [h, linear(a, p + "self_attention.out_proj")], name=p + "self_attention.residual")
+        m = linear(layer_norm(h, p + "ln_2"), p + "mlp.0")
+        m = b.layer("gelu", [m], {"approximate": "none"}, name=p + "mlp.1")
+        h = b.layer("add", [h, linear(m, p + "mlp.3")], name=p + "mlp.residual")
+    h = layer_norm(h, "encoder.ln")
+    h = b.layer("slice", [h], {"starts": [0], "ends": [1], "axes": [1]}, name="class_token.take")  # [B, 1, E]
+    h = b.layer("reshape", [h], {"shape": [0, embed]}, name="class_token.flatten")
+    b.output(linear(h, "heads.head", name="output"))
+    return b
+
+
 # ---- the table of models ----
 
 @dataclass
 class ModelSpec:
-    key: str                     # short id: bert, resnet50, gpt2
+    key: str                     # short id: bert, bert_large, resnet50, gpt2, vit_b16
     title: str                   # as printed in the results
     batches: tuple[int, ...]     # rows of the table, smallest first
     create: Callable[[], nn.Module]
@@ -384,23 +507,35 @@ class ModelSpec:
 
 
 def model_specs(tiny: bool = False) -> list[ModelSpec]:
-    """The benchmark table: BERT-base (batch 1, 32; seq 128), ResNet-50 (batch 1, 256; 224x224), GPT-2 small
-    prefill (batch 1, 8; seq 512). `tiny`: 2 layers, hidden 64, batch 1 and 2, seq 16; ResNet [1,1,1,1]
-    blocks, width 8, 32x32 images."""
+    """The benchmark table: BERT-base (batch 1, 32; seq 128), BERT-large (L24 H1024, 16 heads, FFN 4096; batch
+    32; seq 384), ResNet-50 (batch 1, 256; 224x224), GPT-2 small prefill (batch 1, 8, 16; seq 512), ViT-B/16
+    (batch 1, 128; 224x224). `tiny`: the transformers 2 layers, hidden 64, 4 heads, FFN 256, seq 16, batch 1
+    and 2 (BERT-large as BERT-base); ResNet [1,1,1,1] blocks, width 8, 32x32 images, 16 classes; ViT 32x32
+    images in 8x8 patches (seq 17), 16 classes."""
     if tiny:
         L, H, NH, FF, S, GS = 2, 64, 4, 256, 16, 16
+        LL, LH, LNH, LFF, LS = L, H, NH, FF, S
         blocks, width, classes, image = (1, 1, 1, 1), 8, 16, 32
-        bb, rb, gb = (1, 2), (1, 2), (1, 2)
+        VL, VH, VNH, VFF, patch = L, H, NH, FF, 8
+        bb, lb, rb, gb, vb = (1, 2), (1, 2), (1, 2), (1, 2), (1, 2)
     else:
         L, H, NH, FF, S, GS = 12, 768, 12, 3072, 128, 512
+        LL, LH, LNH, LFF, LS = 24, 1024, 16, 4096, 384
         blocks, width, classes, image = (3, 4, 6, 3), 64, 1000, 224
-        bb, rb, gb = (1, 32), (1, 256), (1, 8)
+        VL, VH, VNH, VFF, patch = 12, 768, 12, 3072, 16
+        bb, lb, rb, gb, vb = (1, 32), (32,), (1, 256), (1, 8, 16), (1, 128)
     size = "tiny " if tiny else ""
+    vit_title = (f"ViT-B/16 tiny ({image}x{image}, patch {patch}, L{VL} H{VH}, torchvision layout)" if tiny
+                 else f"ViT-B/16 ({image}x{image}, torchvision layout)")
     return [
         ModelSpec("bert", f"BERT-base encoder {size}(L{L} H{H}, seq {S})", bb,
                   lambda: init_weights_(BertModelEncoder(L, H, NH, FF)),
                   lambda: bert_network(L, H, NH, FF),
                   lambda n: [n, S, H], lambda n: [n, S, H]),
+        ModelSpec("bert_large", f"BERT-large encoder {size}(L{LL} H{LH}, seq {LS})", lb,
+                  lambda: init_weights_(BertModelEncoder(LL, LH, LNH, LFF)),
+                  lambda: bert_network(LL, LH, LNH, LFF),
+                  lambda n: [n, LS, LH], lambda n: [n, LS, LH]),
         ModelSpec("resnet50", f"ResNet-50 {size}({image}x{image})", rb,
                   lambda: init_weights_(ResNet(blocks, width, classes)),
                   lambda: resnet_network(blocks, width, classes, image),
@@ -409,4 +544,8 @@ def model_specs(tiny: bool = False) -> list[ModelSpec]:
                   lambda: init_weights_(GPT2Stack(L, H, NH, FF)),
                   lambda: gpt2_network(L, H, NH, FF),
                   lambda n: [n, GS, H], lambda n: [n, GS, H]),
+        ModelSpec("vit_b16", vit_title, vb,
+                  lambda: init_weights_(VisionTransformer(image, patch, VL, VH, VNH, VFF, classes)),
+                  lambda: vit_network(image, patch, VL, VH, VNH, VFF, classes),
+                  lambda n: [n, 3, image, image], lambda n: [n, classes]),
     ]

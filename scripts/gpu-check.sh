@@ -46,10 +46,10 @@ step cuda_unit "$build/tests/tensoracle_cuda_tests"
 # and checked against the CPU reference.
 step conformance_cuda env TENSORACLE_CONFORMANCE_TARGET=cuda python3 -m pytest -q -p no:cacheprovider \
   tests/python/test_conformance.py
-# The library kernels (cuDNN convolutions and pooling, cuBLASLt products) on the cases where timing picks the direct
-# kernels: every step takes its first candidate.
+# The library kernels (cuDNN convolutions, pooling and attention, cuBLASLt products) on the cases where timing picks
+# the direct kernels: every step takes its first candidate.
 step conformance_cuda_first_kernels env TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_BUILD_ARGS=--no-timing \
-  python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py -k "conv or pool or matmul or linear"
+  python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py -k "conv or pool or matmul or linear or attention"
 # The model-level networks (BERT, GPT-2, Llama layers, ResNet blocks) as fp32 and fp16 CUDA engines vs PyTorch.
 step models_cuda env TENSORACLE_MODEL_TARGET=cuda python3 -m pytest -q -p no:cacheprovider \
   tests/python/test_models.py -k test_engine

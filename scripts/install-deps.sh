@@ -36,6 +36,13 @@ if ((need_pip)); then
   PIP_BREAK_SYSTEM_PACKAGES=1 "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore "${python_packages[@]}"
 fi
 
+# The CUDA backend's fused attention includes cuDNN's frontend, a header-only library that PyPI ships
+# (nvidia-cudnn-frontend puts it in site-packages/include, where CMake looks).
+if ! "$python" -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['purelib'], 'include', 'cudnn_frontend.h')))" 2>/dev/null; then
+  echo "install-deps: installing the cuDNN frontend headers (nvidia-cudnn-frontend) for $("$python" -c 'import sys; print(sys.executable)')"
+  PIP_BREAK_SYSTEM_PACKAGES=1 "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore nvidia-cudnn-frontend
+fi
+
 # The op-conformance and model tests compare with PyTorch: Debian's python3-torch (1.13, CPU) lives
 # in /usr/bin/python3, which also needs safetensors and pytest.
 torch_python=/usr/bin/python3

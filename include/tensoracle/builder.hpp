@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -82,6 +83,13 @@ struct BuilderConfig {
   // When several kernels can run a step, time each on the target and keep the fastest; when false,
   // take the first that fits (deterministic builds, faster to build).
   bool time_kernels = true;
+  // A timing cache file (empty: none; `tensoracle build --timing-cache FILE`). The kernels that problems it knows
+  // chose are taken from it instead of timing them again, and the build adds its own choices (the file is written
+  // atomically after the kernels are chosen). Shareable between builds and machines with the same GPU model, library
+  // versions and tensoracle version; a file that is damaged or was written for other ones is ignored with a warning
+  // and rewritten (docs/building.md). Not a build condition: it is not part of to_json(). Within one build, identical
+  // problems (a model's repeated layers) are timed once either way.
+  std::filesystem::path timing_cache;
   // Called on the building thread as the build advances (e.g. to draw a progress bar); may be empty. Not a build
   // condition: it is not part of to_json().
   std::function<void(const BuildProgress&)> progress;

@@ -128,6 +128,18 @@ class ExecutionContext {
   // Enqueues with an event around each step, synchronizes, and returns the per-step times.
   std::vector<StepTiming> enqueue_profiled(CUstream_st* stream = nullptr);
 
+  // Graph mode (off by default; CUDA engines, no effect on the CPU). While it is on, enqueue captures the engine's
+  // work into a CUDA graph (on a stream of the context's own, so the caller's stream is not touched) the first time
+  // and afterwards launches that graph on `stream`, which removes the host's per-kernel launch cost. It captures
+  // again (updating the instantiated graph where CUDA can) when set_input_shapes was called or a bound address
+  // differs from the captured ones. Results are bit-identical to plain enqueue. When `stream` is itself being
+  // captured by the caller, enqueue launches the steps plainly (the caller's capture records them). Each graph keeps
+  // its own launch order: two enqueues of one context must not overlap on different streams (as without graph mode).
+  void set_graph_mode(bool enabled);
+  bool graph_mode() const noexcept;
+  // How many times graph mode captured the engine since the context was created (a steady count means replays).
+  std::size_t graph_captures() const noexcept;
+
  private:
   friend class Engine;  // contexts are made by Engine::create_execution_context
   explicit ExecutionContext(std::shared_ptr<const Engine> engine);

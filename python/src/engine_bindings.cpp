@@ -99,7 +99,7 @@ void bind_engine(nb::module_& m) {
       .def(
           "__init__",
           [](BuilderConfig* self, const std::string& target, const std::string& precision, nb::handle profiles,
-             std::size_t max_scratch_bytes, bool time_kernels) {
+             std::size_t max_scratch_bytes, bool time_kernels, const std::string& timing_cache) {
             BuilderConfig* c = new (self) BuilderConfig();
             c->target = Target::parse(target);
             c->precision = parse_precision(precision);
@@ -111,9 +111,11 @@ void bind_engine(nb::module_& m) {
             }
             c->max_scratch_bytes = max_scratch_bytes;
             c->time_kernels = time_kernels;
+            c->timing_cache = timing_cache;
           },
           nb::kw_only(), nb::arg("target") = "cpu", nb::arg("precision") = "fp32", nb::arg("profiles") = nb::none(),
           nb::arg("max_scratch_bytes") = std::size_t{256} << 20, nb::arg("time_kernels") = true,
+          nb::arg("timing_cache") = "",
           "profiles maps an input name to (min, opt, max) shapes (or a dict with those keys, or one fixed shape).")
       .def_prop_rw(
           "target", [](const BuilderConfig& c) { return c.target.to_string(); },
@@ -132,6 +134,11 @@ void bind_engine(nb::module_& m) {
       .def_rw("max_scratch_bytes", &BuilderConfig::max_scratch_bytes, "Upper bound on per-context scratch memory.")
       .def_rw("time_kernels", &BuilderConfig::time_kernels,
               "Time candidate kernels on the target and keep the fastest (False: the first that fits).")
+      .def_prop_rw(
+          "timing_cache", [](const BuilderConfig& c) { return c.timing_cache.string(); },
+          [](BuilderConfig& c, const std::string& path) { c.timing_cache = path; },
+          "Timing cache file (\"\": none): kernel choices reused instead of timed again, and this build's added. "
+          "Not a build condition.")
       .def(
           "add_profile",
           [](BuilderConfig& c, const std::string& input, const I64s& min, const I64s& opt, const I64s& max) {
@@ -253,6 +260,14 @@ void bind_engine(nb::module_& m) {
             c.context->enqueue(to_stream(stream));
           },
           nb::arg("stream") = 0, "Runs the engine on a CUDA stream handle (CPU engines: 0; runs to completion).")
+      .def_prop_rw(
+          "graph_mode", [](const PyExecutionContext& c) { return c.context->graph_mode(); },
+          [](PyExecutionContext& c, bool enabled) { c.context->set_graph_mode(enabled); },
+          "Graph mode: enqueue launches a CUDA graph of the engine, captured on first use and again after a shape or "
+          "address change (ExecutionContext::set_graph_mode).")
+      .def_prop_ro(
+          "graph_captures", [](const PyExecutionContext& c) { return c.context->graph_captures(); },
+          "How many times graph mode captured the engine.")
       .def(
           "enqueue_profiled",
           [](PyExecutionContext& c, std::uintptr_t stream) {

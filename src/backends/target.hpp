@@ -60,6 +60,9 @@ class TargetContext {
   // Runs every step. io[i] is the caller address of tensor id io_ids[i] (EngineState::io_ids).
   virtual void run(const std::vector<void*>& io, CUstream_st* stream) = 0;
   virtual std::vector<ExecutionContext::StepTiming> run_profiled(const std::vector<void*>& io, CUstream_st* stream) = 0;
+  // ExecutionContext::set_graph_mode: run() then launches a captured graph (targets without graphs ignore it).
+  virtual void set_graph_mode(bool enabled) = 0;
+  virtual std::size_t graph_captures() const = 0;
 };
 
 struct EngineState {

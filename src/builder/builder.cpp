@@ -1,6 +1,7 @@
 // Builder::build: verify → check profiles → passes → shapes over the profile → kernel choice → memory plan → write.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -10,6 +11,7 @@
 #include "backends/target.hpp"
 #include "builder/memory_plan.hpp"
 #include "builder/passes/passes.hpp"
+#include "builder/timing_cache.hpp"
 #include "builder/weight_pool.hpp"
 #include "core/bytes.hpp"
 #include "graph/graph.hpp"
@@ -105,6 +107,8 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   net = builder::remove_dead_layers(net);
   if (backend.device_graph_passes()) {
     net = builder::fuse_matmul_bias(net, pool);
+    // After fuse_matmul_bias (whose linears it takes too), before fuse_epilogues (it takes plain products only).
+    net = builder::fuse_qkv_projections(net, pool);
     net = builder::fuse_epilogues(net);
     net = builder::to_channels_last(net, pool);
     net = builder::remove_dead_layers(builder::fuse_attention_layout(net));
@@ -138,7 +142,12 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   }
   engine.opt_shapes = shapes[1];
 
-  // Kernel choice: the backend's candidates within the scratch limit, timed on the target when there are several.
+  // Kernel choice: the backend's candidates within the scratch limit, timed on the target when there are several
+  // (once per distinct problem; with a timing cache file, not again for problems it knows).
+  builder::TimingCache timing(engine.target);
+  if (!config_.timing_cache.empty() && config_.time_kernels) timing.load(config_.timing_cache);
+  std::size_t timed = 0, reused = 0, from_file = 0;
+  const auto kernels_start = std::chrono::steady_clock::now();
   std::size_t scratch = 0;
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const auto& layer = g.layers[l];
@@ -154,9 +163,20 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     }
     std::size_t chosen = 0;
     if (config_.time_kernels && candidates.size() > 1) {
-      chosen = backend.time_candidates(g, layer, shapes[1], candidates, config_.precision, config_.target);
-      info(fmt::format("build: step {}/{} '{}': {} fastest of {}", l + 1, g.layers.size(), layer.name,
-                       candidates[chosen], candidates.size()));
+      const std::string key = builder::TimingCache::problem_key(g, layer, shapes[1], candidates, config_.precision);
+      const auto known = timing.find(key);
+      const auto cached = known ? std::find(candidates.begin(), candidates.end(), known->kernel) : candidates.end();
+      if (cached != candidates.end()) {
+        chosen = static_cast<std::size_t>(cached - candidates.begin());
+        ++reused;
+        if (known->from_file) ++from_file;
+      } else {
+        chosen = backend.time_candidates(g, layer, shapes[1], candidates, config_.precision, config_.target);
+        timing.insert(key, candidates[chosen]);
+        ++timed;
+        info(fmt::format("build: step {}/{} '{}': {} fastest of {}", l + 1, g.layers.size(), layer.name,
+                         candidates[chosen], candidates.size()));
+      }
     }
     plan::StepRecord step;
     step.kernel = candidates[chosen];
@@ -169,6 +189,15 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     engine.steps.push_back(std::move(step));
     if (config_.progress) config_.progress(BuildProgress{"kernels", l + 1, g.layers.size(), layer.name});
   }
+
+  if (timed + reused != 0) {
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - kernels_start;
+    info(
+        fmt::format("build: kernels chosen in {:.2f} s: {} problems timed, {} choices reused ({} from the timing "
+                    "cache file)",
+                    seconds.count(), timed, reused, from_file));
+  }
+  if (!config_.timing_cache.empty() && config_.time_kernels) timing.save(config_.timing_cache);
 
   // Kernels generated for their step (fused elementwise chains), compiled for the target into the "kernels" section;
   // identical sources (repeated blocks of a model) share one binary.

@@ -13,7 +13,8 @@ struct ContextState {
   std::vector<Dims> input_shapes;  // per engine input; empty Dims until set
   std::vector<Dims> shapes;        // per tensor id, valid when `ready`
   bool ready = false;
-  bool failed = false;           // the last set_input_shapes failed
+  bool failed = false;  // the last set_input_shapes failed
+  bool graph_mode = false;
   std::vector<void*> addresses;  // per io tensor (EngineState::io_ids order)
   std::unique_ptr<backends::TargetContext> target;
 };
@@ -174,5 +175,14 @@ std::vector<ExecutionContext::StepTiming> ExecutionContext::enqueue_profiled(CUs
   check_ready(engine_->state(), *state_);
   return state_->target->run_profiled(state_->addresses, stream);
 }
+
+void ExecutionContext::set_graph_mode(bool enabled) {
+  state_->target->set_graph_mode(enabled);
+  state_->graph_mode = enabled;
+}
+
+bool ExecutionContext::graph_mode() const noexcept { return state_->graph_mode; }
+
+std::size_t ExecutionContext::graph_captures() const noexcept { return state_->target->graph_captures(); }
 
 }  // namespace tensoracle

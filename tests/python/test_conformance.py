@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import conformance  # noqa: E402
 from conformance.framework import cli_path, run_case  # noqa: E402
-from conformance.targets import run_all, target  # noqa: E402
+from conformance.targets import only_library_races, run_all, target  # noqa: E402
 
 SEED = int(torch.randint(0, 2**31 - 1, ()).item())
 
@@ -56,3 +56,18 @@ def test_op_conformance(case, tmp_path, target_results):
 def test_case_names_are_unique():
     names = [c.name for c in CASES]
     assert len(names) == len(set(names))
+
+
+def test_racecheck_reports_only_inside_library_kernels_are_told_apart():
+    library = ("========= Error: Race reported between Read access at "
+               "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_32_64x256x64_4x1x1_cga1x1x1_kernel0_0"
+               "+0x2e0\n=========     and Write access at "
+               "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_32_64x256x64_4x1x1_cga1x1x1_kernel0_0"
+               "+0x6920 [16 hazards]\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n")
+    ours = ("========= Error: Race reported between Write access at void tensoracle::cuda::(anonymous namespace)::"
+            "attention_causal_poison_kernel<false>(AttentionParams)+0x2e0\n=========     and Read access at void "
+            "tensoracle::cuda::(anonymous namespace)::attention_causal_poison_kernel<false>(AttentionParams)+0x690\n")
+    assert only_library_races(library)
+    assert not only_library_races(ours)
+    assert not only_library_races(library + ours)  # one of ours among them fails the case
+    assert not only_library_races("========= ERROR SUMMARY: 0 errors\n")

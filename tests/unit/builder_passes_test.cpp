@@ -1,9 +1,11 @@
-// Tests of the CUDA-target builder passes (matmul + bias as linear, fused epilogues, channels last, attention
-// layouts): the rewritten network computes what the original does (CPU reference executor) and has the expected
-// layers.
+// Tests of the CUDA-target builder passes (matmul + bias as linear, products of one input fused, fused epilogues,
+// channels last, attention layouts): the rewritten network computes what the original does (CPU reference executor) and
+// has the expected layers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "builder/memory_plan.hpp"
@@ -242,6 +244,188 @@ TEST(BuilderPasses, AttentionWhoseHeadsAreReadElsewhereKeepsItsTransposes) {
     if (layer.op == "attention") {
       EXPECT_EQ(attr(layer, "layout"), "");
     }
+  }
+}
+
+// BERT's self-attention (bench/pytorch_models.py bert_network): separate query, key and value products of x, head
+// reshapes and transposes, attention, the merge, the output dense with x as the residual. `reversed` makes the
+// products in the order value, key, query (as an unspecified evaluation order of function arguments may); without
+// `value_bias` the value product has no bias.
+Network bert_attention_block(Constants& c, bool reversed, bool value_bias = true) {
+  constexpr std::int64_t kHeads = 2, kDim = 4, kEmbed = kHeads * kDim;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, -1, kEmbed});
+  const std::string p = "encoder.layer.0.attention.";
+  std::map<std::string, Tensor> heads;
+  std::vector<std::string> names{"query", "key", "value"};
+  if (reversed) std::reverse(names.begin(), names.end());
+  for (const auto& n : names) {
+    Tensor w = c.add(net, p + "self." + n + ".weight", {kEmbed, kEmbed});
+    std::vector<Tensor> inputs{x, w};
+    if (n != "value" || value_bias) inputs.push_back(c.add(net, p + "self." + n + ".bias", {kEmbed}));
+    Tensor t = net.add_layer("linear", inputs, {}, p + "self." + n)[0];
+    heads[n] = net.add_transpose(net.add_reshape(t, {0, 0, kHeads, kDim}), {0, 2, 1, 3});
+  }
+  Tensor a = net.add_attention(heads["query"], heads["key"], heads["value"]);
+  Tensor ctx = net.add_reshape(net.add_transpose(a, {0, 2, 1, 3}), {0, 0, kEmbed});
+  Tensor dense = net.add_layer(
+      "linear",
+      {ctx, c.add(net, p + "output.dense.weight", {kEmbed, kEmbed}), c.add(net, p + "output.dense.bias", {kEmbed})}, {},
+      p + "output.dense")[0];
+  net.mark_output(net.add_binary("add", dense, x), "y");
+  return net;
+}
+
+const graph::Layer* layer_named(const Network& net, const std::string& name) {
+  for (const auto& layer : graph::graph_of(net).layers) {
+    if (layer.name == name) return &layer;
+  }
+  return nullptr;
+}
+
+TEST(BuilderPasses, BertProjectionsBecomeOneProductThatAttentionReadsPacked) {
+  Constants c;
+  Network net = bert_attention_block(c, false);
+  Network fused = builder::fuse_qkv_projections(net, c.pool);
+  EXPECT_EQ(count_ops(net, "linear"), 4);
+  EXPECT_EQ(count_ops(fused, "linear"), 2);  // query+key+value, output.dense
+  EXPECT_EQ(count_ops(fused, "split"), 1);
+  const graph::Layer* qkv = layer_named(fused, "encoder.layer.0.attention.self.query+key+value");
+  ASSERT_NE(qkv, nullptr);
+  const graph::Graph& fg = graph::graph_of(fused);
+  EXPECT_EQ(fg.static_dims(qkv->inputs[1]), (Dims{24, 8}));
+  EXPECT_EQ(fg.static_dims(qkv->inputs[2]), (Dims{24}));
+  // The products' outputs keep their names.
+  for (const char* n : {"query", "key", "value"}) {
+    const std::string name = std::string("encoder.layer.0.attention.self.") + n;
+    ASSERT_EQ(fg.tensor_by_name.count(name), 1u) << name;
+    EXPECT_EQ(fg.layers[static_cast<std::size_t>(fg.tensor(fg.tensor_by_name.at(name)).producer)].op, "split");
+  }
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 5, 8}, 7)}};
+  const HostTensor want = run_reference(net, in).at("y");
+  EXPECT_LT(rel_l2(run_reference(fused, in).at("y"), want), 1e-6);
+
+  // The CUDA pass order: the attention reads the fused product itself, the output dense takes the residual.
+  Network device =
+      builder::fuse_epilogues(builder::fuse_qkv_projections(builder::fuse_matmul_bias(net, c.pool), c.pool));
+  device = builder::remove_dead_layers(builder::fuse_attention_layout(device));
+  EXPECT_EQ(count_ops(device, "split"), 0);
+  EXPECT_EQ(count_ops(device, "transpose"), 0);
+  EXPECT_EQ(count_ops(device, "add"), 0);
+  EXPECT_EQ(count_ops(device, "linear"), 2);
+  ASSERT_EQ(count_ops(device, "attention"), 1);
+  for (const auto& layer : graph::graph_of(device).layers) {
+    if (layer.op != "attention") continue;
+    EXPECT_EQ(attr(layer, "layout"), "packed");
+    EXPECT_EQ(std::get<std::int64_t>(layer.attrs.at("heads")), 2);
+    EXPECT_EQ(std::get<std::int64_t>(layer.attrs.at("kv_heads")), 2);
+    const auto producer = graph::graph_of(device).tensor(layer.inputs[0]).producer;
+    EXPECT_EQ(graph::graph_of(device).layers[static_cast<std::size_t>(producer)].name,
+              "encoder.layer.0.attention.self.query+key+value");
+  }
+  EXPECT_LT(rel_l2(run_reference(device, in).at("y"), want), 1e-6);
+
+  // fp16 builds lower the precision first: the f16 products fuse the same way.
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool);
+  Network low_fused = builder::fuse_attention_layout(builder::fuse_qkv_projections(low, c.pool));
+  EXPECT_EQ(count_ops(low_fused, "linear"), 2);
+  for (const auto& layer : graph::graph_of(low_fused).layers) {
+    if (layer.op == "attention") {
+      EXPECT_EQ(attr(layer, "layout"), "packed");
+    }
+  }
+  EXPECT_LT(rel_l2(run_reference(low_fused, in).at("y"), want), 5e-3);
+}
+
+TEST(BuilderPasses, ProjectionsMadeInAnotherOrderAreFusedAsQueryKeyValue) {
+  Constants c;
+  Network net = bert_attention_block(c, true);
+  Network fused = builder::fuse_qkv_projections(net, c.pool);
+  EXPECT_NE(layer_named(fused, "encoder.layer.0.attention.self.query+key+value"), nullptr);
+  Network packed = builder::remove_dead_layers(builder::fuse_attention_layout(fused));
+  EXPECT_EQ(count_ops(packed, "split"), 0);
+  for (const auto& layer : graph::graph_of(packed).layers) {
+    if (layer.op == "attention") {
+      EXPECT_EQ(attr(layer, "layout"), "packed");
+    }
+  }
+  std::map<std::string, HostTensor> in{{"x", random_input({3, 4, 8}, 8)}};
+  EXPECT_LT(rel_l2(run_reference(packed, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+}
+
+// Products that share an input but feed no attention's q, k and v stay apart: one product and a split would copy the
+// whole product again.
+TEST(BuilderPasses, ProjectionsWithAndWithoutBiasStayApart) {
+  Constants c;
+  Network net = bert_attention_block(c, false, /*value_bias=*/false);
+  Network same = builder::fuse_qkv_projections(net, c.pool);
+  EXPECT_EQ(count_ops(same, "linear"), 4);
+  EXPECT_EQ(count_ops(same, "split"), 0);
+}
+
+TEST(BuilderPasses, ProductsThatFeedNoAttentionStayApart) {
+  Constants c;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 6});
+  Tensor a = net.add_layer("linear", {x, c.add(net, "a.w", {4, 6}), c.add(net, "a.b", {4})}, {}, "a")[0];
+  Tensor d = net.add_layer("linear", {x, c.add(net, "d.w", {3, 6}), c.add(net, "d.b", {3})}, {}, "d")[0];
+  Tensor e = net.add_layer("linear", {x, c.add(net, "e.w", {3, 6}), c.add(net, "e.b", {3})}, {}, "e")[0];
+  net.mark_output(a, "a_out");
+  net.mark_output(net.add_activation("relu", d), "d_relu");
+  net.mark_output(e, "e_out");
+  Network same = builder::fuse_qkv_projections(net, c.pool);
+  EXPECT_EQ(count_ops(same, "linear"), 3);
+  EXPECT_EQ(count_ops(same, "split"), 0);
+}
+
+TEST(BuilderPasses, ProductsThatCannotShareOneProductAreNotFused) {
+  Constants c;
+  // Different inputs (x and relu(x)).
+  {
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {2, 8});
+    net.mark_output(net.add_linear(x, c.add(net, "w1", {8, 8}), c.add(net, "b1", {8})), "y1");
+    net.mark_output(net.add_linear(net.add_activation("relu", x), c.add(net, "w2", {8, 8}), c.add(net, "b2", {8})),
+                    "y2");
+    Network same = builder::fuse_qkv_projections(net, c.pool);
+    EXPECT_EQ(count_ops(same, "linear"), 2);
+    EXPECT_EQ(count_ops(same, "split"), 0);
+  }
+  // Bias in one, not in the other.
+  {
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {2, 8});
+    net.mark_output(net.add_linear(x, c.add(net, "w1", {8, 8}), c.add(net, "b1", {8})), "y1");
+    net.mark_output(net.add_linear(x, c.add(net, "w2", {8, 8})), "y2");
+    EXPECT_EQ(count_ops(builder::fuse_qkv_projections(net, c.pool), "split"), 0);
+  }
+  // Different dtypes: a product's weight has its input's dtype (the graph refuses an f16 weight for an f32 x), so an
+  // f32 and an f16 product read different inputs (x and its cast) and stay apart.
+  {
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {2, 8});
+    Tensor w16 = net.add_small_constant(std::vector<double>(64, 0.25), DataType::kF16, {8, 8}, "w16");
+    EXPECT_THROW(net.add_linear(x, w16), GraphError);
+    net.mark_output(net.add_linear(x, c.add(net, "w32", {8, 8})), "y32");
+    net.mark_output(net.add_linear(net.add_cast(x, DataType::kF16), w16), "y16");
+    Network same = builder::fuse_qkv_projections(net, c.pool);
+    EXPECT_EQ(count_ops(same, "linear"), 2);
+    EXPECT_EQ(count_ops(same, "split"), 0);
+  }
+  // A weight that is not a constant, and a product that already has a residual epilogue.
+  {
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {2, 8});
+    Tensor w = net.add_input("w", DataType::kF32, {8, 8});
+    net.mark_output(net.add_linear(x, c.add(net, "w1", {8, 8}), c.add(net, "b1", {8})), "y1");
+    net.mark_output(net.add_linear(x, w, c.add(net, "b2", {8})), "y2");
+    Tensor r = net.add_linear(x, c.add(net, "w3", {8, 8}), c.add(net, "b3", {8}));
+    net.mark_output(net.add_binary("add", r, x), "y3");
+    Network epilogues = builder::fuse_epilogues(net);
+    ASSERT_EQ(count_ops(epilogues, "add"), 0);
+    Network same = builder::fuse_qkv_projections(epilogues, c.pool);
+    EXPECT_EQ(count_ops(same, "linear"), 3);
+    EXPECT_EQ(count_ops(same, "split"), 0);
   }
 }
 

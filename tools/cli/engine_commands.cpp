@@ -45,6 +45,7 @@ struct BuildOptions {
   std::string precision = "fp32";
   std::vector<std::string> profiles;
   bool no_timing = false;
+  std::string timing_cache;
   std::size_t max_scratch = std::size_t{256} << 20;
   bool quiet = false;
 };
@@ -66,6 +67,7 @@ int build(const BuildOptions& o) {
   config.target = Target::parse(o.target);
   config.precision = parse_precision(o.precision);
   config.time_kernels = !o.no_timing;
+  config.timing_cache = o.timing_cache;
   config.max_scratch_bytes = o.max_scratch;
   for (const auto& p : o.profiles) {
     const auto eq = p.find('=');
@@ -135,6 +137,10 @@ void add_build_command(CLI::App& app, Action& action) {
       "--profile", o->profiles,
       "NAME=MIN:OPT:MAX shapes (e.g. x=1x128:8x128:32x128) or NAME=SHAPE for a fixed shape; repeat per input");
   cmd->add_flag("--no-timing", o->no_timing, "take the first kernel that fits instead of timing candidates");
+  cmd->add_option("--timing-cache", o->timing_cache,
+                  "timing cache FILE: reuse the kernel choices it holds instead of timing those problems again, and "
+                  "add this build's (created when missing; shareable between machines with the same GPU model and "
+                  "library versions; one written for others is ignored with a warning and rewritten)");
   cmd->add_option("--max-scratch", o->max_scratch, "largest scratch memory per context, in bytes")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "no progress messages");

@@ -47,6 +47,10 @@ class CpuContext final : public TargetContext {
     return timings;
   }
 
+  // The CPU runs every step on the calling thread: there is nothing to capture.
+  void set_graph_mode(bool /*enabled*/) override {}
+  std::size_t graph_captures() const override { return 0; }
+
  private:
   void check_stream(CUstream_st* stream) const {
     if (stream != nullptr)

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -224,13 +225,26 @@ class CudaContext final : public TargetContext {
     launches_ = std::move(launches);
     states_ = std::move(states);
     io_slots_ = std::move(io_slots);
+    for (auto& graph : graphs_) graph.current = false;  // the kernels' parameters changed: capture again
   }
 
   void run(const std::vector<void*>& io, CUstream_st* stream) override {
-    bind(io, stream);
     DeviceGuard guard(engine_.device_);
-    for (std::size_t i = 0; i < launches_.size(); ++i) engine_.entries_[i]->launch(launches_[i], *states_[i]);
+    if (graph_mode_ && !stream_is_capturing(stream)) {
+      CapturedGraph& graph = graph_for(io);
+      TENSORACLE_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream),
+                            fmt::format("{}: launching the engine's CUDA graph", engine_.engine_.display_name));
+      return;
+    }
+    bind(io, stream);
+    launch_steps();
   }
+
+  void set_graph_mode(bool enabled) override {
+    graph_mode_ = enabled;
+    if (!enabled) release_graphs();
+  }
+  std::size_t graph_captures() const override { return graph_captures_; }
 
   std::vector<ExecutionContext::StepTiming> run_profiled(const std::vector<void*>& io, CUstream_st* stream) override {
     bind(io, stream);
@@ -262,6 +276,13 @@ class CudaContext final : public TargetContext {
   }
 
  private:
+  // Graph mode (ExecutionContext::set_graph_mode): one captured graph per set of caller addresses.
+  struct CapturedGraph {
+    std::vector<void*> io;  // the caller addresses it was captured with
+    cudaGraphExec_t exec = nullptr;
+    bool current = false;  // captured since the last prepare
+    std::uint64_t last_use = 0;
+  };
   struct IoSlot {
     std::size_t step;
     bool output;
@@ -277,10 +298,99 @@ class CudaContext final : public TargetContext {
     for (auto& launch : launches_) launch.stream = stream;
   }
 
+  void launch_steps() {
+    for (std::size_t i = 0; i < launches_.size(); ++i) engine_.entries_[i]->launch(launches_[i], *states_[i]);
+  }
+
+  static bool stream_is_capturing(CUstream_st* stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    TENSORACLE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), "asking whether the enqueue stream is capturing");
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  // Graph mode: the graph captured with these caller addresses, captured now when there is none or set_input_shapes
+  // was called since. Up to kMaxGraphs address sets keep a graph each (buffers used in turn don't capture each time);
+  // a new set replaces the least recently used one.
+  CapturedGraph& graph_for(const std::vector<void*>& io) {
+    ++graph_clock_;
+    CapturedGraph* slot = nullptr;
+    for (auto& graph : graphs_) {
+      if (graph.io == io) slot = &graph;
+    }
+    if (slot != nullptr && slot->current) {
+      slot->last_use = graph_clock_;
+      return *slot;
+    }
+    if (slot == nullptr) {
+      if (graphs_.size() < kMaxGraphs) {
+        slot = &graphs_.emplace_back();
+      } else {
+        slot = &*std::min_element(graphs_.begin(), graphs_.end(), [](const CapturedGraph& a, const CapturedGraph& b) {
+          return a.last_use < b.last_use;
+        });
+      }
+    }
+    capture_into(*slot, io);
+    slot->last_use = graph_clock_;
+    return *slot;
+  }
+
+  // Records every step on the context's capture stream (the caller's stream sees only graph launches) with these
+  // addresses, then updates the slot's instantiated graph in place when CUDA accepts the new graph as an update of it
+  // (same topology, other kernel parameters: an address change) or instantiates it anew.
+  void capture_into(CapturedGraph& slot, const std::vector<void*>& io) {
+    const std::string& name = engine_.engine_.display_name;
+    if (capture_stream_ == nullptr) {
+      TENSORACLE_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking),
+                            fmt::format("{}: creating the graph mode's capture stream", name));
+    }
+    slot.current = false;
+    slot.io = io;
+    bind(io, capture_stream_);
+    TENSORACLE_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal),
+                          fmt::format("{}: capturing the engine into a CUDA graph", name));
+    cudaGraph_t graph = nullptr;
+    try {
+      launch_steps();
+    } catch (...) {
+      cudaStreamEndCapture(capture_stream_, &graph);  // ends the capture; the partial graph is dropped
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    TENSORACLE_CUDA_CHECK(cudaStreamEndCapture(capture_stream_, &graph),
+                          fmt::format("{}: capturing the engine into a CUDA graph (a step is not capturable)", name));
+    cudaError_t status = cudaErrorUnknown;
+    if (slot.exec != nullptr) {
+      cudaGraphExecUpdateResultInfo info{};
+      status = cudaGraphExecUpdate(slot.exec, graph, &info);
+      if (status != cudaSuccess) {
+        cudaGetLastError();  // a refused update is no error: instantiate instead
+        cudaGraphExecDestroy(slot.exec);
+        slot.exec = nullptr;
+      }
+    }
+    if (slot.exec == nullptr) status = cudaGraphInstantiate(&slot.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (status != cudaSuccess) slot.exec = nullptr;
+    TENSORACLE_CUDA_CHECK(status, fmt::format("{}: instantiating the engine's CUDA graph", name));
+    slot.current = true;
+    ++graph_captures_;
+  }
+
+  void release_graphs() noexcept {
+    for (auto& graph : graphs_) {
+      if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+    }
+    graphs_.clear();
+  }
+
   void release() noexcept {
     int previous = 0;
     cudaGetDevice(&previous);
     cudaSetDevice(engine_.device_);
+    release_graphs();
+    if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
+    capture_stream_ = nullptr;
     states_.clear();  // steps' descriptors and plans first: they may refer to the handles
     handles_.reset();
     if (arena_) cudaFree(arena_);
@@ -297,6 +407,13 @@ class CudaContext final : public TargetContext {
   std::vector<StepLaunch> launches_;
   std::vector<std::unique_ptr<StepState>> states_;  // per step, from its kernel's prepare function
   std::vector<IoSlot> io_slots_;
+  // Graph mode (ExecutionContext::set_graph_mode).
+  static constexpr std::size_t kMaxGraphs = 8;
+  bool graph_mode_ = false;
+  std::vector<CapturedGraph> graphs_;
+  std::uint64_t graph_clock_ = 0;
+  cudaStream_t capture_stream_ = nullptr;
+  std::size_t graph_captures_ = 0;
 };
 
 std::unique_ptr<TargetContext> CudaEngine::create_context() const { return std::make_unique<CudaContext>(*this); }

@@ -26,6 +26,12 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool);
 // CUDA target: matmul(x, b) + row bias (b and the bias constants) becomes linear(x, bᵀ, bias).
 Network fuse_matmul_bias(const Network& network, WeightPool& pool);  // passes/fuse_epilogues.cpp
 
+// CUDA target: the q, k and v projections of one attention (plain linear layers: constant weight, constant bias in
+// all three or none, no residual or activation; each read through a head reshape and transpose) that read the same
+// input become one linear with the weights (and biases) concatenated along N in q, k, v order and a split along the
+// last axis that gives back their outputs under their names, which fuse_attention_layout then reads "packed" (BERT).
+Network fuse_qkv_projections(const Network& network, WeightPool& pool);  // passes/fuse_qkv_projections.cpp
+
 // CUDA target: linear / 2D conv (with a bias) followed by a residual add and/or an activation (relu; for linear also
 // tanh-approximated gelu) becomes one layer with the "activation" attribute and the residual as input 3, as cuBLASLt
 // and cuDNN epilogues compute it. conv takes a residual only when an activation follows (cuDNN's fused form).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,23 @@ def sanitizer_prefix() -> list[str]:
     return ["compute-sanitizer", "--tool", tool, "--error-exitcode", "97"] if tool else []
 
 
+# Kernels of the libraries tensoracle calls (cuDNN's generated and precompiled kernels, cuBLASLt's), whose names
+# racecheck prints as they are. Hopper's cuDNN attention kernels move shared memory with TMA and wgmma, which racecheck
+# reports as hazards between their own instructions although their results are right (the conformance comparison
+# checks them); racecheck is here to check tensoracle's kernels.
+LIBRARY_KERNEL_PREFIXES = ("cudnn", "sm90_xmma", "sm80_xmma", "cutlass", "nvjet", "cublas")
+RACE_LINE = re.compile(r"Race reported between \w+ access at (\S+?)\+0x[0-9a-f]+\s+and \w+ access at (\S+?)\+0x")
+
+
+def only_library_races(output: str) -> bool:
+    """True when racecheck's output reports hazards, all of them between instructions of library kernels."""
+    text = " ".join(line.replace("=========", " ").strip() for line in output.splitlines())
+    pairs = RACE_LINE.findall(text)
+    if not pairs or len(pairs) != text.count("Race reported"):  # a report this doesn't parse: not known to be theirs
+        return False
+    return all(k.startswith(LIBRARY_KERNEL_PREFIXES) for pair in pairs for k in pair)
+
+
 def shape_text(shape) -> str:
     return "x".join(str(d) for d in shape) if len(shape) else "scalar"
 
@@ -58,6 +76,11 @@ def run_case_on_target(case: Case, directory: Path, cli: str, target_name: str) 
     if case.inputs:
         cmd += ["--inputs", str(directory / "inputs.safetensors")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    racecheck = os.environ.get("TENSORACLE_CONFORMANCE_SANITIZER", "") == "racecheck"
+    if proc.returncode == 97 and racecheck and only_library_races(proc.stdout + proc.stderr):
+        print(f"{case.name}: racecheck reports hazards inside library kernels only (not tensoracle's): "
+              f"{sorted(set(k for p in RACE_LINE.findall(' '.join((proc.stdout + proc.stderr).split())) for k in p))}")
+        proc = subprocess.run(cmd[len(sanitizer_prefix()):], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         return [f"tensoracle run ({target_name} engine) failed ({proc.returncode}): {proc.stderr.strip()}"
                 f"{proc.stdout.strip()[-3000:] if sanitizer_prefix() else ''}"]

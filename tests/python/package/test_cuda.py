@@ -102,6 +102,41 @@ def test_cuda_graph_capture_replays_bit_identically(handle):
     assert torch.equal(graphed, plain)
 
 
+def test_graph_mode_replays_and_captures_again_on_changes(handle):
+    x = inputs(4, seed=4)
+    dx = torch.from_numpy(x).cuda()
+    plain = torch.empty((4, small_model.OUT), device="cuda")
+    reference = handle.create_execution()
+    reference.set_input_shapes({"x": (4, small_model.IN)})
+    reference.set_tensor_address("x", dx)
+    reference.set_tensor_address("probs", plain)
+    reference.enqueue(torch.cuda.current_stream())
+
+    execution = handle.create_execution()
+    assert execution.graph_mode is False
+    execution.graph_mode = True
+    execution.set_input_shapes({"x": (4, small_model.IN)})
+    first = torch.full((4, small_model.OUT), float("nan"), device="cuda")
+    execution.set_tensor_address("x", dx)
+    execution.set_tensor_address("probs", first)
+    for _ in range(3):
+        execution.enqueue(torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    assert torch.equal(first, plain)
+    assert execution.graph_captures == 1
+    second = torch.full((4, small_model.OUT), float("nan"), device="cuda")
+    execution.set_tensor_address("probs", second)  # another address: captured again
+    execution.enqueue(torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    assert torch.equal(second, plain)
+    assert execution.graph_captures == 2
+    execution.set_input_shapes({"x": (4, small_model.IN)})  # prepared again: captured again
+    execution.enqueue(torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    assert execution.graph_captures == 3
+    assert torch.equal(second, plain)
+
+
 def test_two_executions_on_two_threads(handle, weights_file):
     results, errors = {}, []
 

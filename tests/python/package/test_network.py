@@ -179,3 +179,18 @@ def test_builder_errors():
         tensoracle.BuilderConfig(precision="fp7")
     with pytest.raises(tensoracle.FormatError):
         tensoracle.Engine.deserialize(b"not an engine")
+
+
+def test_timing_cache_is_written_but_is_not_a_build_condition(weights_file, tmp_path):
+    path = tmp_path / "timing.json"
+    profiles = {"x": ([1, 8], [4, 8], [16, 8])}
+    plain = tensoracle.BuilderConfig(profiles=profiles)
+    cached = tensoracle.BuilderConfig(profiles=profiles, timing_cache=str(path))
+    assert cached.timing_cache == str(path) and plain.timing_cache == ""
+    assert cached.to_json() == plain.to_json()  # the cache key of open_engine does not see it
+    net = small_model.graph(tensoracle.WeightStore.open(weights_file))
+    tensoracle.Builder(cached).build(net)
+    saved = json.loads(path.read_text())
+    assert saved["format"] == "tensoracle-timing-cache" and saved["version"] == 1
+    assert saved["identity"]["target"]["kind"] == "cpu"
+    assert isinstance(saved["entries"], dict)  # the CPU has one kernel per op: nothing to time

@@ -4,15 +4,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <array>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 
 #include "tensoracle/builder.hpp"
 #include "tensoracle/engine.hpp"
+#include "tensoracle/logging.hpp"
 #include "tensoracle/reference_executor.hpp"
 #include "tensoracle/system_info.hpp"
 #include "tensoracle/target_memory.hpp"
@@ -112,6 +118,26 @@ HostTensor run(ExecutionContext& ctx, const HostTensor& x, CUstream_st* stream, 
   return y;
 }
 
+// Captures one enqueue of `ctx` on `stream` (the caller's own stream capture) and launches the graph `times` times.
+void capture_and_replay(ExecutionContext& ctx, CUstream_st* stream, int times) {
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ctx.enqueue(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int r = 0; r < times; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+HostTensor read_back(const TargetBuffer& buffer, const Dims& shape) {
+  HostTensor t(DataType::kF32, shape);
+  buffer.copy_to_host(t.bytes.data(), t.bytes.size());
+  return t;
+}
+
 TEST(CudaEngine, MatchesTheCpuReferenceAtEachPrecision) {
   REQUIRE_GPU();
   std::mt19937 rng(1);
@@ -173,19 +199,8 @@ TEST(CudaEngine, CapturedGraphReplayEqualsEnqueue) {
     const HostTensor plain = run(*ctx, x, stream.get(), xb, yb);  // un-captured first run, as documented
 
     yb.fill(0xFF);
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    ctx->enqueue(stream.get());
-    ASSERT_EQ(cudaStreamEndCapture(stream.get(), &graph), cudaSuccess);
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int r = 0; r < 3; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream.get()), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
-    HostTensor replayed(DataType::kF32, plain.shape);
-    yb.copy_to_host(replayed.bytes.data(), replayed.bytes.size());
-    EXPECT_EQ(replayed.bytes, plain.bytes) << to_string(precision);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    capture_and_replay(*ctx, stream.get(), 3);
+    EXPECT_EQ(read_back(yb, plain.shape).bytes, plain.bytes) << to_string(precision);
   }
 }
 
@@ -257,21 +272,148 @@ TEST(CudaEngine, FirstEnqueueAfterSetInputShapesCanBeCaptured) {
       yb.fill(0xFF);
       ctx->set_tensor_address("x", xb.data());
       ctx->set_tensor_address("y", yb.data());
-      cudaGraph_t graph = nullptr;
-      ASSERT_EQ(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      ctx->enqueue(stream.get());
-      ASSERT_EQ(cudaStreamEndCapture(stream.get(), &graph), cudaSuccess);
-      cudaGraphExec_t exec = nullptr;
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream.get()), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
-      HostTensor replayed(DataType::kF32, plain.shape);
-      yb.copy_to_host(replayed.bytes.data(), replayed.bytes.size());
-      EXPECT_EQ(replayed.bytes, plain.bytes);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
+      capture_and_replay(*ctx, stream.get(), 2);
+      EXPECT_EQ(read_back(yb, plain.shape).bytes, plain.bytes);
     }
   }
+}
+
+// Graph mode: enqueue launches a graph captured on first use; it captures again after set_input_shapes (a new shape)
+// and for addresses it has no graph for, keeps the graphs of address sets used before, and leaves a caller's own
+// stream capture to record the steps. Every result equals a plain enqueue of another context bit for bit.
+TEST(CudaEngine, GraphModeCapturesAgainOnShapeAndAddressChanges) {
+  REQUIRE_GPU();
+  std::mt19937 rng(6);
+  Model model(rng);
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    SCOPED_TRACE(to_string(precision));
+    auto engine = Engine::deserialize(Builder(config(precision)).build(model.net));
+    TargetStream stream(Target::cuda(0));
+    const HostTensor xa = random_input({2, 17, 64}, rng), xb = random_input({4, 40, 64}, rng);
+    auto plain_ctx = engine->create_execution_context();
+    TargetBuffer px, py;
+    const HostTensor want_a = run(*plain_ctx, xa, stream.get(), px, py);
+    const HostTensor want_b = run(*plain_ctx, xb, stream.get(), px, py);
+
+    auto ctx = engine->create_execution_context();
+    EXPECT_FALSE(ctx->graph_mode());
+    ctx->set_graph_mode(true);
+    EXPECT_TRUE(ctx->graph_mode());
+    TargetBuffer x1, y1;
+    EXPECT_EQ(run(*ctx, xa, stream.get(), x1, y1).bytes, want_a.bytes);  // first capture
+    EXPECT_EQ(ctx->graph_captures(), 1U);
+    y1.fill(0xFF);
+    for (int r = 0; r < 3; ++r) ctx->enqueue(stream.get());  // replays
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_EQ(read_back(y1, want_a.shape).bytes, want_a.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 1U);
+
+    // Another output address: captured again, the first graph kept.
+    TargetBuffer y2(Target::cuda(0), want_a.bytes.size());
+    y2.fill(0xFF);
+    ctx->set_tensor_address("y", y2.data());
+    ctx->enqueue(stream.get());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_EQ(read_back(y2, want_a.shape).bytes, want_a.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 2U);
+    y1.fill(0xFF);
+    ctx->set_tensor_address("y", y1.data());
+    ctx->enqueue(stream.get());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_EQ(read_back(y1, want_a.shape).bytes, want_a.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 2U);
+
+    // A new shape (run() also binds new buffers): captured again.
+    TargetBuffer x3, y3;
+    EXPECT_EQ(run(*ctx, xb, stream.get(), x3, y3).bytes, want_b.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 3U);
+    // The same shape set again with the same addresses: set_input_shapes re-prepares, so it captures once more.
+    ctx->set_input_shapes({{"x", xb.shape}});
+    y3.fill(0xFF);
+    ctx->enqueue(stream.get());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_EQ(read_back(y3, want_b.shape).bytes, want_b.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 4U);
+
+    // The caller captures the stream: the steps go into the caller's graph, graph mode captures nothing.
+    y3.fill(0xFF);
+    capture_and_replay(*ctx, stream.get(), 2);
+    EXPECT_EQ(read_back(y3, want_b.shape).bytes, want_b.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 4U);
+
+    // Off again: plain enqueue.
+    ctx->set_graph_mode(false);
+    y3.fill(0xFF);
+    ctx->enqueue(stream.get());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_EQ(read_back(y3, want_b.shape).bytes, want_b.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 4U);
+  }
+}
+
+// The kernels an engine's steps run, from its manifest.
+std::vector<std::string> step_kernels(const std::vector<std::byte>& engine) {
+  std::vector<std::string> kernels;
+  for (const auto& step : nlohmann::json::parse(Engine::inspect(engine))["steps"]) kernels.push_back(step["kernel"]);
+  return kernels;
+}
+
+// A build with a timing cache file writes the choices; a rebuild of the same network with that file times nothing
+// and makes the same choices. Identical layers are timed once per build either way.
+TEST(CudaEngine, TimingCacheRebuildTimesNothingAndChoosesTheSameKernels) {
+  REQUIRE_GPU();
+  std::mt19937 rng(7);
+  // Two identical blocks: the second's problems are those of the first.
+  RandomWeights weights(rng, {{"w1", {64, 64}}, {"w2", {64, 64}}});
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 64});
+  Tensor h = x;
+  for (const char* w : {"w1", "w2"}) {
+    h = net.add_activation("relu", net.add_linear(h, net.add_constant(weights.file->get(w))));
+  }
+  net.mark_output(h, "y");
+  BuilderConfig c;
+  c.target = Target::cuda(0);
+  c.precision = Precision::kFp16;
+  c.add_profile("x", {1, 64}, {32, 64}, {64, 64});
+  const auto path = std::filesystem::temp_directory_path() / ("tensoracle_timing_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove(path);
+  c.timing_cache = path;
+  std::vector<std::string> logs;
+  set_log_callback([&](LogSeverity, std::string_view message) { logs.emplace_back(message); });
+  set_log_level(LogSeverity::kInfo);
+  auto timed_line = [&] {
+    for (const auto& line : logs) {
+      if (line.find("problems timed") != std::string::npos) return line;
+    }
+    return std::string("(no timing summary)");
+  };
+  const std::vector<std::byte> first = Builder(c).build(net);
+  const std::string first_line = timed_line();
+  logs.clear();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  const std::vector<std::byte> second = Builder(c).build(net);
+  const std::string second_line = timed_line();
+  set_log_callback(nullptr);
+  set_log_level(LogSeverity::kWarning);
+  std::filesystem::remove(path);
+  // "build: kernels chosen in S s: T problems timed, R choices reused (F from the timing cache file)"
+  auto counts = [](const std::string& line) {
+    std::smatch m;
+    std::array<int, 3> n{-1, -1, -1};
+    if (std::regex_search(line, m, std::regex(R"((\d+) problems timed, (\d+) choices reused \((\d+) from)"))) {
+      for (int i = 0; i < 3; ++i) n[static_cast<std::size_t>(i)] = std::stoi(m[i + 1].str());
+    }
+    return n;
+  };
+  const auto a = counts(first_line), b = counts(second_line);
+  EXPECT_GE(a[0], 1) << first_line;  // the first block's product (at least) was timed
+  EXPECT_GE(a[1], 1) << first_line;  // the second block's was not: the same problem
+  EXPECT_EQ(a[2], 0) << first_line;
+  EXPECT_EQ(b[0], 0) << second_line;  // nothing timed again
+  EXPECT_EQ(b[1], a[0] + a[1]) << second_line;
+  EXPECT_EQ(b[2], b[1]) << second_line;  // every reused choice came from the file
+  EXPECT_EQ(step_kernels(second), step_kernels(first));
 }
 
 TEST(CudaEngine, EngineForAnotherGpuModelIsRefused) {

@@ -111,10 +111,15 @@ cublasComputeType_t compute_type(DataType dtype, Precision precision) {
   return CUBLAS_COMPUTE_32F;
 }
 
-// Descriptors, preference and the heuristic's algorithm of a product, for pointers with these alignments.
+// How many of cuBLASLt's heuristic results the linear entries offer as timed candidates (kernel names
+// "..._algo1" to "..._algo3" beside the heuristic's first).
+constexpr int kLinearAlgorithms = 4;
+
+// Descriptors, preference and algorithm `algo` of the heuristic's ranking (its first is 0; the last one it returns when
+// it has fewer) of a product, for pointers with these alignments.
 GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeType_t compute, std::uint32_t align_a,
                         std::uint32_t align_b, std::uint32_t align_c, std::uint32_t align_r,
-                        std::size_t workspace_bytes, const std::string& context) {
+                        std::size_t workspace_bytes, const std::string& context, int algo = 0) {
   const cudaDataType_t type = cuda_type(g.dtype);
   const cudaDataType_t scale_type = g.dtype == DataType::kF64 ? CUDA_R_64F : CUDA_R_32F;
   GemmPlan plan;
@@ -166,10 +171,13 @@ GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeTyp
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, std::min(align_c, align_r));
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
   int found = 0;
+  std::array<cublasLtMatmulHeuristicResult_t, kLinearAlgorithms> results{};
+  const int wanted = std::clamp(algo + 1, 1, kLinearAlgorithms);
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &plan.heuristic, &found);
+      cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, wanted, results.data(), &found);
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) TENSORACLE_CUBLAS_CHECK(status, context);
   plan.found = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (plan.found) plan.heuristic = results[static_cast<std::size_t>(std::min(wanted, found) - 1)];
   return plan;
 }
 
@@ -206,7 +214,7 @@ alignas(256) const std::byte kAlignedStandIn[256] = {};
 // (GemmStep::found): the caller decides what then.
 GemmStep prepare_gemm(const StepLaunch& launch, const Gemm& g, std::vector<GemmStep::Offsets> offsets,
                       const DeviceTensor& a, const DeviceTensor& b, const DeviceTensor& c, const DeviceTensor* r,
-                      const DeviceTensor* bias) {
+                      const DeviceTensor* bias, int algo = 0) {
   const std::string& context = layer_name(launch);
   if (launch.handles == nullptr || launch.handles->cublaslt() == nullptr) {
     launch.attrs->fail("no cuBLASLt handle was given to the launch");
@@ -239,7 +247,7 @@ GemmStep prepare_gemm(const StepLaunch& launch, const Gemm& g, std::vector<GemmS
       if (o.c != 0) align_c = std::min(align_c, value_alignment(static_cast<std::uint64_t>(o.c)));
     }
     return make_gemm_plan(launch.handles->cublaslt(), step.g, step.compute, align_a, align_b, align_c, align_r,
-                          step.workspace_bytes, context);
+                          step.workspace_bytes, context, algo);
   };
   step.aligned = plan_for(256);
   if (step.caller_a || step.caller_b || step.caller_c || step.caller_r)
@@ -452,7 +460,9 @@ bool present(const StepLaunch& launch, std::size_t index) {
   return index < launch.inputs.size() && (launch.inputs[index].data != nullptr || launch.inputs[index].caller_buffer);
 }
 
-template <bool kEpilogue>
+// kAlgo: which of the heuristic's algorithms the product takes (0: its first; the _algoN entries, timed by the
+// builder, take the others).
+template <bool kEpilogue, int kAlgo = 0>
 LinearPlan prepare_linear(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& weight = launch.inputs.at(1);
@@ -487,7 +497,7 @@ LinearPlan prepare_linear(const StepLaunch& launch) {
   if (kEpilogue && (bias != nullptr || fused)) {
     g.activation = activation;
     g.accumulate = residual != nullptr;
-    GemmStep step = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, residual, bias);
+    GemmStep step = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, residual, bias, kAlgo);
     if (step.found()) {
       plan.gemm = std::move(step);
       return plan;
@@ -500,7 +510,7 @@ LinearPlan prepare_linear(const StepLaunch& launch) {
     plan.fill_bias_rows = true;
     g.accumulate = true;
   }
-  plan.gemm = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, nullptr, nullptr);
+  plan.gemm = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, nullptr, nullptr, kAlgo);
   if (!plan.gemm->found()) throw_no_algorithm(launch, g);
   return plan;
 }
@@ -537,8 +547,9 @@ bool supports_gemm(const graph::Graph& graph, const graph::Layer& layer, Precisi
   return output_dtype(graph, layer, 0) == kDtype;
 }
 
-// The workspace of the algorithm cuBLASLt's heuristic picks for a linear layer's product at these shapes, with
+// The workspace of algorithm kAlgo of cuBLASLt's heuristic for a linear layer's product at these shapes, with
 // arena-aligned (256-byte) pointers, within kGemmWorkspaceBytes.
+template <int kAlgo>
 std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
                              Precision precision) {
   static const cublasLtHandle_t handle = [] {
@@ -560,8 +571,8 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
   g.activation =
       epilogue_activation(graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none"));
   g.accumulate = has_tensor(layer, 3);
-  const GemmPlan plan =
-      make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256, kGemmWorkspaceBytes, layer.name);
+  const GemmPlan plan = make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256,
+                                       kGemmWorkspaceBytes, layer.name, kAlgo);
   return plan.found ? plan.heuristic.workspaceSize : kGemmWorkspaceBytes;
 }
 
@@ -574,6 +585,12 @@ bool supports_gemm_unfused(const graph::Graph& graph, const graph::Layer& layer,
 }
 
 }  // namespace
+
+// The f16/bf16 linear entries with the heuristic's algorithm `index` instead of its first, timed against it.
+#define TENSORACLE_LINEAR_ALGORITHM(dtypes, dtype, index)                                                              \
+  prepared_kernel<prepare_linear<true, index>, launch_linear>("linear_" #dtypes "_cublaslt_bias_epilogue_algo" #index, \
+                                                              "linear", supports_gemm<dtype>, ws,                      \
+                                                              linear_workspace<index>)
 
 void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   const std::size_t ws = kGemmWorkspaceBytes;
@@ -588,23 +605,31 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
       prepared_kernel<prepare_matmul, launch_matmul>("matmul_f64_cublaslt", "matmul", supports_gemm<DataType::kF64>,
                                                      ws),
       prepared_kernel<prepare_linear<true>, launch_linear>("linear_f32_cublaslt_bias_epilogue", "linear",
-                                                           supports_gemm<DataType::kF32>, ws, linear_workspace),
+                                                           supports_gemm<DataType::kF32>, ws, linear_workspace<0>),
       prepared_kernel<prepare_linear<true>, launch_linear>("linear_f16_f32acc_cublaslt_bias_epilogue", "linear",
-                                                           supports_gemm<DataType::kF16>, ws, linear_workspace),
+                                                           supports_gemm<DataType::kF16>, ws, linear_workspace<0>),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 1),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 2),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 3),
       prepared_kernel<prepare_linear<true>, launch_linear>("linear_bf16_f32acc_cublaslt_bias_epilogue", "linear",
-                                                           supports_gemm<DataType::kBF16>, ws, linear_workspace),
+                                                           supports_gemm<DataType::kBF16>, ws, linear_workspace<0>),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 1),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 2),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 3),
       prepared_kernel<prepare_linear<false>, launch_linear>(
-          "linear_f32_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF32>, ws, linear_workspace),
+          "linear_f32_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF32>, ws, linear_workspace<0>),
       prepared_kernel<prepare_linear<false>, launch_linear>("linear_f16_f32acc_cublaslt_bias_beta", "linear",
                                                             supports_gemm_unfused<DataType::kF16>, ws,
-                                                            linear_workspace),
+                                                            linear_workspace<0>),
       prepared_kernel<prepare_linear<false>, launch_linear>("linear_bf16_f32acc_cublaslt_bias_beta", "linear",
                                                             supports_gemm_unfused<DataType::kBF16>, ws,
-                                                            linear_workspace),
+                                                            linear_workspace<0>),
       prepared_kernel<prepare_linear<false>, launch_linear>(
-          "linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, ws, linear_workspace),
+          "linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, ws, linear_workspace<0>),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }
+
+#undef TENSORACLE_LINEAR_ALGORITHM
 
 }  // namespace tensoracle::cuda

@@ -9,6 +9,8 @@
 // - rotary_embedding: θᵢ = (s + position_offset)·base^(-2i/rotary_dim), pairs (i, i + rotary_dim/2) or (2i, 2i+1);
 //   the angle, its sine and cosine and the rotation are computed in f64 and rounded once (through f32 for f16/bf16,
 //   as the reference's from_f64).
+#include <fmt/format.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -26,7 +30,10 @@
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/cudnn_attention.hpp"
+#include "backends/cuda/kernels/cudnn_util.hpp"
 #include "graph/ops/attention_layout.hpp"
+#include "tensoracle/logging.hpp"
 
 namespace tensoracle::cuda {
 
@@ -743,6 +750,157 @@ void launch_attention(const StepLaunch& launch, const AttentionPlan& plan) {
   check_launch(launch);
 }
 
+// ---- attention through cuDNN's fused SDPA ----
+// cuDNN's flash attention for f16/bf16 without a mask input (causal or not), timed against the kernels above. cuDNN
+// skips the keys that causal masking hides; the reference still adds 0·v for them, so a small kernel then turns
+// output column c of query rows i < j into NaN wherever v[j, c] is inf or NaN (as the flash kernel does).
+
+constexpr std::size_t kCudnnAttentionWorkspace = std::size_t{8} << 20;
+constexpr int kPoisonThreads = 256;
+
+// One block per (batch, kv head). The threads read v in 16-byte chunks (8 columns of one key row; the flash
+// conditions make rows 16-byte aligned and dv <= 128 a multiple of 8) and keep, per column, the last key row whose
+// value is not finite; the query rows before it then get NaN in that column, in every query head that reads this kv
+// head.
+template <bool kBf16>
+__global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel(AttentionParams p) {
+  __shared__ int last[128];
+  __shared__ int any;
+  const std::int64_t b = blockIdx.x / p.hkv;
+  const std::int64_t kh = blockIdx.x % p.hkv;
+  const int dv = static_cast<int>(p.dv);
+  for (int c = static_cast<int>(threadIdx.x); c < dv; c += kPoisonThreads) last[c] = 0;
+  if (threadIdx.x == 0) any = 0;
+  __syncthreads();
+  const std::uint16_t* v = static_cast<const std::uint16_t*>(p.v) + p.vs.at(b, kh, 0);
+  const int chunks = dv / 8;
+  const std::int64_t total = p.skv * chunks;
+  const unsigned exp_mask = kBf16 ? 0x7F80U : 0x7C00U;
+  for (std::int64_t t = threadIdx.x; t < total; t += kPoisonThreads) {
+    const std::int64_t j = t / chunks;
+    const int c0 = static_cast<int>(t % chunks) * 8;
+    const uint4 w = *reinterpret_cast<const uint4*>(v + j * p.vs.ss + c0);
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const unsigned half = (words[e / 2] >> (16 * (e % 2))) & 0xFFFFU;
+      if ((half & exp_mask) == exp_mask) {  // key j hides its v from the query rows i < j
+        atomicMax(&last[c0 + e], static_cast<int>(j));
+        atomicOr(&any, 1);
+      }
+    }
+  }
+  __syncthreads();
+  if (any == 0) return;
+  const std::uint16_t nan_bits = kBf16 ? 0xFFC0U : 0xFE00U;
+  std::uint16_t* out = static_cast<std::uint16_t*>(p.out);
+  const std::int64_t cells = p.sq * dv;
+  for (std::int64_t t = threadIdx.x; t < cells; t += kPoisonThreads) {
+    const std::int64_t i = t / dv;
+    const int c = static_cast<int>(t % dv);
+    if (i >= last[c]) continue;
+    for (std::int64_t h = kh * p.group; h < (kh + 1) * p.group; ++h) out[p.os.at(b, h, i) + c] = nan_bits;
+  }
+}
+
+struct CudnnAttentionPlan {
+  AttentionPlan ours;  // runs when cuDNN has no plan, or the bound addresses are not 16-byte aligned
+  std::shared_ptr<const AttentionGraphPlan> graph;
+  cudnnHandle_t handle = nullptr;
+  AttentionKernel poison = nullptr;  // causal only
+  dim3 poison_grid;
+};
+
+// The plan for a problem on a handle, shared by the steps of one context with the same problem (a model's layers):
+// built once. Entries live while a step's state holds them; a context's states go before its handles, so a live
+// entry's handle is alive.
+std::shared_ptr<const AttentionGraphPlan> shared_attention_plan(cudnnHandle_t handle, const AttentionGraphProblem& g,
+                                                                std::size_t workspace_limit) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const AttentionGraphPlan>> plans;
+  const auto strides = [](const std::int64_t(&s)[3]) { return fmt::format("{},{},{}", s[0], s[1], s[2]); };
+  const std::string key =
+      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{},{},{:a}|{}", static_cast<const void*>(handle), g.b, g.hq,
+                  g.hkv, g.sq, g.skv, g.d, g.dv, strides(g.q_stride), strides(g.k_stride), strides(g.v_stride),
+                  strides(g.o_stride), g.bf16, g.causal, g.scale, workspace_limit);
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = plans.begin(); it != plans.end();) it = it->second.expired() ? plans.erase(it) : std::next(it);
+  if (auto plan = plans[key].lock()) return plan;
+  std::string why;
+  std::shared_ptr<const AttentionGraphPlan> plan = AttentionGraphPlan::build(handle, g, workspace_limit, &why);
+  if (plan != nullptr) {
+    plans[key] = plan;
+  } else {
+    log(LogSeverity::kInfo,
+        fmt::format("cuDNN has no fused attention plan for B={} H={}/{} S={}/{} D={}/{} ({}): {}; "
+                    "the flash kernel runs instead",
+                    g.b, g.hq, g.hkv, g.sq, g.skv, g.d, g.dv, g.causal ? "causal" : "unmasked", why));
+  }
+  return plan;
+}
+
+template <bool kBf16>
+CudnnAttentionPlan prepare_attention_cudnn(const StepLaunch& launch) {
+  CudnnAttentionPlan plan;
+  plan.ours = prepare_attention_flash<kBf16>(launch);
+  const AttentionParams& p = plan.ours.params;
+  // cuDNN's kernels want the flash kernel's conditions too (head dims multiples of 8 up to 128, 16-byte rows).
+  if (plan.ours.empty || plan.ours.has_mask || plan.ours.flash == nullptr || p.skv == 0) return plan;
+  AttentionGraphProblem g;
+  g.b = p.batch;
+  g.hq = p.hq;
+  g.hkv = p.hkv;
+  g.sq = p.sq;
+  g.skv = p.skv;
+  g.d = p.d;
+  g.dv = p.dv;
+  auto strides = [](const HeadStrides& h, std::int64_t(&out)[3]) {
+    out[0] = h.sb;
+    out[1] = h.sh;
+    out[2] = h.ss;
+  };
+  strides(p.qs, g.q_stride);
+  strides(p.ks, g.k_stride);
+  strides(p.vs, g.v_stride);
+  strides(p.os, g.o_stride);
+  g.bf16 = kBf16;
+  g.causal = p.causal;
+  g.scale = p.scale_f;
+  plan.handle = launch.handles->cudnn(kernels::layer_name(launch));
+  plan.graph = shared_attention_plan(plan.handle, g, launch.workspace != nullptr ? launch.workspace_bytes : 0);
+  if (plan.graph != nullptr && p.causal) {
+    plan.poison = attention_causal_poison_kernel<kBf16>;
+    plan.poison_grid = dim3(static_cast<unsigned>(p.batch * p.hkv));
+  }
+  return plan;
+}
+
+void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& plan) {
+  const AttentionParams& p = plan.ours.params;
+  const auto at = [](const void* base, std::int64_t offset) {
+    return static_cast<const std::uint16_t*>(base) + offset;
+  };
+  const void* q = plan.graph != nullptr ? at(launch.inputs.at(0).data, p.qs.offset) : nullptr;
+  const void* k = plan.graph != nullptr ? at(launch.inputs.at(1).data, p.ks.offset) : nullptr;
+  const void* v = plan.graph != nullptr ? at(launch.inputs.at(2).data, p.vs.offset) : nullptr;
+  void* out = plan.graph != nullptr ? const_cast<std::uint16_t*>(at(launch.outputs.at(0).data, p.os.offset)) : nullptr;
+  if (plan.graph == nullptr || !aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) {
+    return launch_attention(launch, plan.ours);
+  }
+  conv_family::check_cudnn(cudnnSetStream(plan.handle, launch.stream), "cudnnSetStream", launch);
+  std::string why;
+  if (!plan.graph->execute(plan.handle, q, k, v, out, launch.workspace, &why)) {
+    throw CudaError(kernels::layer_name(launch) + ": cuDNN's fused attention failed: " + why);
+  }
+  if (plan.poison != nullptr) {
+    AttentionParams bound = p;
+    bound.v = launch.inputs.at(2).data;
+    bound.out = launch.outputs.at(0).data;
+    plan.poison<<<plan.poison_grid, kPoisonThreads, 0, launch.stream>>>(bound);
+  }
+  check_launch(launch);
+}
+
 // ---- rotary_embedding ----
 // Thread (s, e) of the grid's x extent handles pair e < rotary_dim/2 of position s (or pass-through column
 // rotary_dim + e - rotary_dim/2) for the rows (batch·heads) blockIdx.y, blockIdx.y + gridDim.y, ...; the angle's
@@ -860,6 +1018,11 @@ bool supports_attention(const graph::Graph& graph, const graph::Layer& layer, Pr
 }
 
 template <DataType kDtype>
+bool supports_attention_cudnn(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return !has_input(layer, 3) && supports_attention<kDtype>(graph, layer, precision);
+}
+
+template <DataType kDtype>
 bool supports_rotary(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   if (!has_input(layer, 0) || graph.tensor(layer.inputs[0]).dtype != kDtype || layer.outputs.size() != 1 ||
       graph.tensor(layer.outputs[0]).dtype != kDtype) {
@@ -879,6 +1042,13 @@ bool supports_rotary(const graph::Graph& graph, const graph::Layer& layer, Preci
 
 void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
+      // f16/bf16 without a mask input: cuDNN's fused attention first (its flash kernels; timed against ours)
+      prepared_kernel<prepare_attention_cudnn<false>, launch_attention_cudnn>("attention_f16_f32acc_cudnn", "attention",
+                                                                              supports_attention_cudnn<DataType::kF16>,
+                                                                              kCudnnAttentionWorkspace),
+      prepared_kernel<prepare_attention_cudnn<true>, launch_attention_cudnn>("attention_bf16_f32acc_cudnn", "attention",
+                                                                             supports_attention_cudnn<DataType::kBF16>,
+                                                                             kCudnnAttentionWorkspace),
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
       prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
                                                                         supports_attention<DataType::kF16>, 0),
