@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,13 +50,16 @@ std::string free_constant_name(const Network& net) {
 
 using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
-// Copies a host array into the network as a constant (the network owns the copy).
-Tensor add_array_constant(Network& net, const HostArray& array, const std::string& requested_name) {
-  const std::optional<DataType> dtype = dlpack_data_type(array.dtype().code, array.dtype().bits, array.dtype().lanes);
+// Copies a host array into the network as a constant (the network owns the copy). `as`: the dtype of the array's
+// elements when its own dtype only gives their bits (ml_dtypes' arrays, viewed as unsigned integers).
+Tensor add_array_constant(Network& net, const HostArray& array, const std::string& requested_name,
+                          std::optional<DataType> as = std::nullopt) {
+  const std::optional<DataType> dtype =
+      as ? as : dlpack_data_type(array.dtype().code, array.dtype().bits, array.dtype().lanes);
   if (!dtype) {
     throw InvalidArgumentError(
         "a NumPy constant must have one of the dtypes float64, float32, float16, int64, int32, "
-        "int16, int8, uint8 or bool");
+        "int16, int8, uint8 or bool, or ml_dtypes' bfloat16, float8_e4m3fn or float8_e5m2");
   }
   std::vector<std::int64_t> shape(array.ndim());
   for (std::size_t i = 0; i < array.ndim(); ++i) shape[i] = static_cast<std::int64_t>(array.shape(i));
@@ -66,6 +70,34 @@ Tensor add_array_constant(Network& net, const HostArray& array, const std::strin
   TensorView view = owned->file->get(name);
   view.file = std::shared_ptr<const SafetensorsFile>(owned, owned->file.get());
   return net.add_constant(view, name);
+}
+
+// ml_dtypes' bfloat16 and float8 arrays, which NumPy shows as void types: the DataType their dtype's name gives.
+std::optional<DataType> extension_float_type(nb::handle value) {
+  if (!nb::hasattr(value, "dtype")) return std::nullopt;
+  const nb::object dtype = value.attr("dtype");
+  if (!nb::hasattr(dtype, "name")) return std::nullopt;
+  const std::string name = nb::cast<std::string>(nb::str(dtype.attr("name")));
+  if (name == "bfloat16") return DataType::kBF16;
+  if (name == "float8_e4m3fn") return DataType::kF8E4M3;
+  if (name == "float8_e5m2") return DataType::kF8E5M2;
+  return std::nullopt;
+}
+
+// A host array copied into the network as a constant, when `value` is one; ml_dtypes' arrays are read as their bits
+// (a same-size unsigned view) with the dtype their name gives.
+std::optional<Tensor> try_array_constant(Network& net, nb::handle value, const std::string& name) {
+  HostArray array;
+  if (const std::optional<DataType> extension = extension_float_type(value)) {
+    const nb::object numpy = nb::module_::import_("numpy");
+    const nb::object bits = value.attr("view")(numpy.attr(element_size(*extension) == 2 ? "uint16" : "uint8"));
+    if (!nb::try_cast<HostArray>(bits, array)) {  // strided arrays are copied contiguous; this is a device array
+      throw InvalidArgumentError("a " + std::string(to_string(*extension)) + " constant must be a host array");
+    }
+    return add_array_constant(net, array, name, extension);
+  }
+  if (nb::try_cast<HostArray>(value, array)) return add_array_constant(net, array, name);
+  return std::nullopt;
 }
 
 Tensor add_view_constant(Network& net, const TensorView& view, const std::string& name) {
@@ -88,8 +120,7 @@ Tensor as_tensor(Network& net, nb::handle value) {
   if (PyBool_Check(value.ptr()) == 0 && (PyFloat_Check(value.ptr()) != 0 || PyLong_Check(value.ptr()) != 0)) {
     return net.add_scalar(nb::cast<double>(value), DataType::kF32);
   }
-  HostArray array;
-  if (nb::try_cast<HostArray>(value, array)) return add_array_constant(net, array, {});
+  if (const std::optional<Tensor> constant = try_array_constant(net, value, {})) return *constant;
   throw InvalidArgumentError("expected a Tensor, a weight (WeightStore item), a NumPy array or a number, got " +
                              nb::cast<std::string>(nb::str(value.type().attr("__name__"))));
 }
@@ -226,12 +257,12 @@ void bind_network(nb::module_& m) {
             Network& net = n.get();
             if (nb::isinstance<TensorView>(value))
               return add_view_constant(net, nb::cast<const TensorView&>(value), name);
-            HostArray array;
-            if (nb::try_cast<HostArray>(value, array)) return add_array_constant(net, array, name);
+            if (const std::optional<Tensor> constant = try_array_constant(net, value, name)) return *constant;
             throw InvalidArgumentError("add_constant takes a Weight or a NumPy array");
           },
           nb::arg("value"), nb::arg("name") = "",
-          "A constant: a Weight (zero-copy) or a NumPy array (copied; the network keeps the copy).")
+          "A constant: a Weight (zero-copy) or a NumPy array (copied; the network keeps the copy), ml_dtypes' "
+          "bfloat16 and float8 arrays included.")
       .def(
           "add_scalar",
           [](PyNetwork& n, double value, nb::handle dtype, const std::string& name) {

@@ -194,3 +194,28 @@ def test_timing_cache_is_written_but_is_not_a_build_condition(weights_file, tmp_
     assert saved["format"] == "tensoracle-timing-cache" and saved["version"] == 1
     assert saved["identity"]["target"]["kind"] == "cpu"
     assert isinstance(saved["entries"], dict)  # the CPU has one kernel per op: nothing to time
+
+
+def test_bfloat16_and_float8_numpy_constants_keep_their_bits():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(5)
+    values = rng.standard_normal(6).astype(np.float32)
+    net = tensoracle.Network()
+    x = net.add_input("x", "f32", [6])
+    outputs = {}
+    for name, dtype in (("bf16", ml_dtypes.bfloat16), ("e4m3", ml_dtypes.float8_e4m3fn), ("e5m2", ml_dtypes.float8_e5m2)):
+        constant = values.astype(dtype)
+        c = net.add_constant(constant, "c_" + name)
+        assert net.dtype(c) == {"bf16": "bf16", "e4m3": "f8e4m3", "e5m2": "f8e5m2"}[name]
+        # x + cast(c) in f32: the constant's values are exactly ml_dtypes' (its bits, read as that dtype)
+        net.mark_output(net.add_binary("add", x, net.add_cast(c, "f32")), "y_" + name)
+        outputs[name] = constant.astype(np.float32)
+    x_value = rng.standard_normal(6).astype(np.float32)
+    got = build_and_run(net, {"x": x_value})
+    for name, want in outputs.items():
+        np.testing.assert_array_equal(got["y_" + name], x_value + want)
+    # A strided array is copied contiguous first, as for NumPy's own dtypes.
+    strided = tensoracle.Network()
+    s = strided.add_constant(np.arange(12, dtype=np.float32).astype(ml_dtypes.bfloat16)[::2], "s")
+    strided.mark_output(strided.add_cast(s, "f32"), "y")
+    np.testing.assert_array_equal(build_and_run(strided, {})["y"], np.arange(0, 12, 2, dtype=np.float32))
