@@ -79,9 +79,10 @@ void event_record(int device, void* event, CUstream_st* stream) {
   TENSORACLE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), stream), "recording an event");
 }
 
-void* graph_capture(int device, CUstream_st* stream, const std::function<void()>& enqueue) {
+void graph_capture_into(int device, CUstream_st* stream, void*& exec, const std::function<void()>& enqueue,
+                        const std::string& what) {
   DeviceGuard guard(device);
-  TENSORACLE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
+  TENSORACLE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), what);
   cudaGraph_t graph = nullptr;
   try {
     enqueue();
@@ -90,11 +91,27 @@ void* graph_capture(int device, CUstream_st* stream, const std::function<void()>
     if (graph != nullptr) cudaGraphDestroy(graph);
     throw;
   }
-  TENSORACLE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph), "capturing a CUDA graph");
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  TENSORACLE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph), fmt::format("{} (a step is not capturable)", what));
+  auto current = static_cast<cudaGraphExec_t>(exec);
+  cudaError_t status = cudaErrorUnknown;
+  if (current != nullptr) {
+    cudaGraphExecUpdateResultInfo info{};
+    status = cudaGraphExecUpdate(current, graph, &info);
+    if (status != cudaSuccess) {
+      cudaGetLastError();  // a refused update is no error: instantiate instead
+      cudaGraphExecDestroy(current);
+      current = nullptr;
+    }
+  }
+  if (current == nullptr) status = cudaGraphInstantiate(&current, graph, 0);
   cudaGraphDestroy(graph);
-  TENSORACLE_CUDA_CHECK(status, "instantiating a CUDA graph");
+  exec = status == cudaSuccess ? current : nullptr;
+  TENSORACLE_CUDA_CHECK(status, fmt::format("{}: instantiating the CUDA graph", what));
+}
+
+void* graph_capture(int device, CUstream_st* stream, const std::function<void()>& enqueue) {
+  void* exec = nullptr;
+  graph_capture_into(device, stream, exec, enqueue, "capturing a CUDA graph");
   return exec;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 struct CUstream_st;
 
@@ -24,6 +25,11 @@ float event_elapsed_ms(int device, void* start, void* stop);
 // A CUDA graph of what `enqueue` puts on `stream` (captured in the thread-local mode), instantiated; launch and
 // destroy it.
 void* graph_capture(int device, CUstream_st* stream, const std::function<void()>& enqueue);
+// Captures what `enqueue` puts on `stream` likewise and makes `exec` (an instantiated graph, or null) run it: updated
+// in place when CUDA takes the new graph as an update of the old one (same topology, other kernel parameters), else
+// instantiated anew. `what` names the work in the errors. After an exception `exec` is the old graph or null.
+void graph_capture_into(int device, CUstream_st* stream, void*& exec, const std::function<void()>& enqueue,
+                        const std::string& what);
 void graph_launch(int device, void* graph, CUstream_st* stream);
 void graph_destroy(int device, void* graph) noexcept;
 

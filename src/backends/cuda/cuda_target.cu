@@ -10,6 +10,7 @@
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/codegen/elementwise_codegen.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
+#include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/device_guard.hpp"
 #include "backends/target.hpp"
@@ -347,32 +348,16 @@ class CudaContext final : public TargetContext {
     slot.current = false;
     slot.io = io;
     bind(io, capture_stream_);
-    TENSORACLE_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal),
-                          fmt::format("{}: capturing the engine into a CUDA graph", name));
-    cudaGraph_t graph = nullptr;
+    void* exec = slot.exec;
     try {
-      launch_steps();
+      graph_capture_into(
+          engine_.device_, capture_stream_, exec, [this] { launch_steps(); },
+          fmt::format("{}: capturing the engine into a CUDA graph", name));
     } catch (...) {
-      cudaStreamEndCapture(capture_stream_, &graph);  // ends the capture; the partial graph is dropped
-      if (graph != nullptr) cudaGraphDestroy(graph);
+      slot.exec = static_cast<cudaGraphExec_t>(exec);
       throw;
     }
-    TENSORACLE_CUDA_CHECK(cudaStreamEndCapture(capture_stream_, &graph),
-                          fmt::format("{}: capturing the engine into a CUDA graph (a step is not capturable)", name));
-    cudaError_t status = cudaErrorUnknown;
-    if (slot.exec != nullptr) {
-      cudaGraphExecUpdateResultInfo info{};
-      status = cudaGraphExecUpdate(slot.exec, graph, &info);
-      if (status != cudaSuccess) {
-        cudaGetLastError();  // a refused update is no error: instantiate instead
-        cudaGraphExecDestroy(slot.exec);
-        slot.exec = nullptr;
-      }
-    }
-    if (slot.exec == nullptr) status = cudaGraphInstantiate(&slot.exec, graph, 0);
-    cudaGraphDestroy(graph);
-    if (status != cudaSuccess) slot.exec = nullptr;
-    TENSORACLE_CUDA_CHECK(status, fmt::format("{}: instantiating the engine's CUDA graph", name));
+    slot.exec = static_cast<cudaGraphExec_t>(exec);
     slot.current = true;
     ++graph_captures_;
   }

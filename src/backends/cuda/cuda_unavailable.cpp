@@ -82,6 +82,7 @@ void event_destroy(int, void*) noexcept {}
 void event_record(int, void*, CUstream_st*) { no_cuda(); }
 float event_elapsed_ms(int, void*, void*) { no_cuda(); }
 void* graph_capture(int, CUstream_st*, const std::function<void()>&) { no_cuda(); }
+void graph_capture_into(int, CUstream_st*, void*&, const std::function<void()>&, const std::string&) { no_cuda(); }
 void graph_launch(int, void*, CUstream_st*) { no_cuda(); }
 void graph_destroy(int, void*) noexcept {}
 

@@ -160,6 +160,16 @@ __device__ __forceinline__ std::int64_t to_compute(std::int16_t v) { return v; }
 __device__ __forceinline__ std::int64_t to_compute(std::int8_t v) { return v; }
 __device__ __forceinline__ std::int64_t to_compute(std::uint8_t v) { return v; }
 __device__ __forceinline__ std::int64_t to_compute(Bool8 v) { return v.bits != 0 ? 1 : 0; }
+// For values that only arithmetic reads (a norm's statistics and scaling): the plain widening. A NaN stays a NaN, and
+// the arithmetic after it returns the canonical NaN whatever its payload, so the test above would be wasted work.
+template <typename T>
+__device__ __forceinline__ Compute<T> to_compute_arith(T v) {
+  if constexpr (std::is_same_v<T, F16>) {
+    return __half2float(__ushort_as_half(v.bits));
+  } else {
+    return to_compute(v);
+  }
+}
 
 // f16: round to nearest even (overflow to infinity); a NaN becomes 0x7E00 with its sign, as c10::Half.
 __device__ __forceinline__ F16 f16_from_float(float v) {
@@ -170,6 +180,28 @@ __device__ __forceinline__ F16 f16_from_float(float v) {
 __device__ __forceinline__ BF16 bf16_from_float(float v) {
   if (v != v) return BF16{0x7FC0U};
   return BF16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+}
+
+// Two floats rounded to f16 (bf16) as f16_from_float (bf16_from_float) does each, with one packed conversion: the
+// NaN rule is applied only when the pair has a NaN. `lo` is the lower address. Memory-bound kernels' stores: a third
+// fewer instructions than two single conversions.
+__device__ __forceinline__ std::uint32_t f16x2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  std::uint32_t bits = 0;
+  memcpy(&bits, &h, sizeof bits);
+  if (lo != lo || hi != hi)
+    bits = static_cast<std::uint32_t>(f16_from_float(lo).bits) |
+           (static_cast<std::uint32_t>(f16_from_float(hi).bits) << 16);
+  return bits;
+}
+__device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  std::uint32_t bits = 0;
+  memcpy(&bits, &h, sizeof bits);
+  if (lo != lo || hi != hi)
+    bits = static_cast<std::uint32_t>(bf16_from_float(lo).bits) |
+           (static_cast<std::uint32_t>(bf16_from_float(hi).bits) << 16);
+  return bits;
 }
 
 // Stores a compute value: floats round once to the storage type; integers wrap to their width; bool is value != 0.

@@ -285,6 +285,53 @@ __device__ __forceinline__ void store_pack(T* p, int vector, const Pack<T, kV>& 
   reinterpret_cast<W*>(p)[vector] = w;
 }
 
+// Loads vector `vector` of kV elements and widens it for arithmetic (to_compute_arith): f16/bf16 pairs straight from
+// the loaded words.
+template <typename T, int kV, typename C>
+__device__ __forceinline__ void load_widened(const T* p, int vector, C (&out)[kV]) {
+  const Pack<T, kV> pack = load_pack<T, kV>(p, vector);
+  if constexpr ((std::is_same_v<T, F16> || std::is_same_v<T, BF16>)&&kV % 2 == 0) {
+    std::uint32_t words[kV / 2];
+    memcpy(words, &pack, sizeof words);
+#pragma unroll
+    for (int e = 0; e < kV; e += 2) {
+      float2 f;
+      if constexpr (std::is_same_v<T, F16>) {
+        __half2 h;
+        memcpy(&h, &words[e / 2], sizeof h);
+        f = __half22float2(h);
+      } else {
+        f = make_float2(__uint_as_float(words[e / 2] << 16), __uint_as_float(words[e / 2] & 0xFFFF0000U));
+      }
+      out[e] = static_cast<C>(f.x);
+      out[e + 1] = static_cast<C>(f.y);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) out[e] = static_cast<C>(to_compute_arith(pack.v[e]));
+  }
+}
+
+// Rounds kV compute values to T and stores them as vector `vector`: f16/bf16 pairs with one packed conversion each.
+template <typename T, int kV, typename C>
+__device__ __forceinline__ void store_rounded(T* p, int vector, const C (&r)[kV]) {
+  Pack<T, kV> out;
+  if constexpr ((std::is_same_v<T, F16> || std::is_same_v<T, BF16>)&&kV % 2 == 0) {
+    std::uint32_t pairs[kV / 2];
+#pragma unroll
+    for (int e = 0; e < kV; e += 2) {
+      const auto lo = static_cast<float>(r[e]);
+      const auto hi = static_cast<float>(r[e + 1]);
+      pairs[e / 2] = std::is_same_v<T, F16> ? f16x2_bits(lo, hi) : bf16x2_bits(lo, hi);
+    }
+    memcpy(&out, pairs, sizeof out);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) out.v[e] = from_compute<T>(static_cast<Compute<T>>(r[e]));
+  }
+  store_pack<T, kV>(p, vector, out);
+}
+
 // Sum over the kGroup threads of a row (kGroup lanes of one warp), or over the whole block when kGroup is 0.
 template <int kGroup, typename C>
 __device__ __forceinline__ C row_sum(C v, C* scratch) {
@@ -326,12 +373,9 @@ __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThre
     for (int k = 0; k < kPer; ++k) {
       const int vi = t + k * threads;
       if (active && vi < vectors) {
-        const Pack<T, kV> p = load_pack<T, kV>(xr, vi);
+        load_widened<T, kV>(xr, vi, v[k]);
 #pragma unroll
-        for (int e = 0; e < kV; ++e) {
-          v[k][e] = static_cast<C>(to_compute(p.v[e]));
-          sum += kRms ? v[k][e] * v[k][e] : v[k][e];
-        }
+        for (int e = 0; e < kV; ++e) sum += kRms ? v[k][e] * v[k][e] : v[k][e];
       } else {
 #pragma unroll
         for (int e = 0; e < kV; ++e) v[k][e] = C(0);
@@ -358,26 +402,30 @@ __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThre
       sq = row_sum<kGroup>(sq, scratch);
       denom = math::sqrt(sq / n + eps);
     }
+    // One division per row: each element is scaled by (1 / denom) * weight. That is a rounding more than the CPU
+    // reference's x / denom * weight, in statistics wider than f32/f16/bf16 tensors (the results round alike), and a
+    // last-bit difference for f64. The divisions were most of this kernel's instructions.
+    const C inv = C(1) / denom;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int vi = t + k * threads;
       if (active && vi < vectors) {
-        Pack<T, kV> w{};
-        Pack<T, kV> b{};
-        if (weight != nullptr) w = load_pack<T, kV>(weight, vi);
-        if (!kRms && bias != nullptr) b = load_pack<T, kV>(bias, vi);
-        Pack<T, kV> out;
+        C w[kV];
+        C b[kV];
 #pragma unroll
         for (int e = 0; e < kV; ++e) {
-          const C we = weight != nullptr ? static_cast<C>(to_compute(w.v[e])) : C(1);
-          if (kRms) {
-            out.v[e] = from_compute<T>(static_cast<Compute<T>>(v[k][e] / denom * we));
-          } else {
-            const C be = bias != nullptr ? static_cast<C>(to_compute(b.v[e])) : C(0);
-            out.v[e] = from_compute<T>(static_cast<Compute<T>>((v[k][e] - mean) / denom * we + be));
-          }
+          w[e] = C(1);
+          b[e] = C(0);
         }
-        store_pack<T, kV>(yr, vi, out);
+        if (weight != nullptr) load_widened<T, kV>(weight, vi, w);
+        if (!kRms && bias != nullptr) load_widened<T, kV>(bias, vi, b);
+        C r[kV];
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          const C scale = inv * w[e];
+          r[e] = kRms ? v[k][e] * scale : (v[k][e] - mean) * scale + b[e];
+        }
+        store_rounded<T, kV>(yr, vi, r);
       }
     }
   }

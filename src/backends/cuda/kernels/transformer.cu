@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -287,6 +288,15 @@ AttentionKernel rowwise_kernel_for(const AttentionParams& p) {
 unsigned rowwise_blocks(const AttentionParams& p) {
   const std::int64_t rows = p.batch * p.hq * p.sq;
   return static_cast<unsigned>(std::min<std::int64_t>((rows + kRowWarps - 1) / kRowWarps, 1 << 20));
+}
+
+// The 0·v rule: a key's v element whose f16/bf16 bits are inf or NaN makes 0·v NaN, so the output column of every
+// query row that masks that key out is NaN, as in the reference (the flash kernel's skipped tiles and the poisoning
+// kernel after cuDNN's attention both apply it).
+template <bool kBf16>
+__device__ __forceinline__ bool poisons_zero_times(unsigned bits16) {
+  const unsigned exp_mask = kBf16 ? 0x7F80U : 0x7C00U;
+  return (bits16 & exp_mask) == exp_mask;
 }
 
 // ---- attention, flash (f16/bf16 tensor cores) ----
@@ -568,9 +578,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
         const unsigned words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const unsigned exp_mask = kBf16 ? 0x7F80U : 0x7C00U;
-          if ((words[e] & exp_mask) == exp_mask) atomicOr(&poisoned[col + 2 * e], 1);
-          if (((words[e] >> 16) & exp_mask) == exp_mask) atomicOr(&poisoned[col + 2 * e + 1], 1);
+          if (poisons_zero_times<kBf16>(words[e] & 0xFFFFU)) atomicOr(&poisoned[col + 2 * e], 1);
+          if (poisons_zero_times<kBf16>(words[e] >> 16)) atomicOr(&poisoned[col + 2 * e + 1], 1);
         }
       }
     }
@@ -775,7 +784,6 @@ __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel
   const std::uint16_t* v = static_cast<const std::uint16_t*>(p.v) + p.vs.at(b, kh, 0);
   const int chunks = dv / 8;
   const std::int64_t total = p.skv * chunks;
-  const unsigned exp_mask = kBf16 ? 0x7F80U : 0x7C00U;
   for (std::int64_t t = threadIdx.x; t < total; t += kPoisonThreads) {
     const std::int64_t j = t / chunks;
     const int c0 = static_cast<int>(t % chunks) * 8;
@@ -784,7 +792,7 @@ __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const unsigned half = (words[e / 2] >> (16 * (e % 2))) & 0xFFFFU;
-      if ((half & exp_mask) == exp_mask) {  // key j hides its v from the query rows i < j
+      if (poisons_zero_times<kBf16>(half)) {  // key j hides its v from the query rows i < j
         atomicMax(&last[c0 + e], static_cast<int>(j));
         atomicOr(&any, 1);
       }
@@ -823,14 +831,20 @@ std::shared_ptr<const AttentionGraphPlan> shared_attention_plan(cudnnHandle_t ha
       fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{},{},{:a}|{}", static_cast<const void*>(handle), g.b, g.hq,
                   g.hkv, g.sq, g.skv, g.d, g.dv, strides(g.q_stride), strides(g.k_stride), strides(g.v_stride),
                   strides(g.o_stride), g.bf16, g.causal, g.scale, workspace_limit);
+  // Problems cuDNN declined, without the handle: the answer depends on the problem and the library, so a model's
+  // other layers and later contexts neither ask again nor log it again.
+  static std::set<std::string> declined;
+  const std::string problem = key.substr(key.find('|'));
   const std::lock_guard<std::mutex> lock(mutex);
   for (auto it = plans.begin(); it != plans.end();) it = it->second.expired() ? plans.erase(it) : std::next(it);
   if (auto plan = plans[key].lock()) return plan;
+  if (declined.count(problem) != 0) return nullptr;
   std::string why;
   std::shared_ptr<const AttentionGraphPlan> plan = AttentionGraphPlan::build(handle, g, workspace_limit, &why);
   if (plan != nullptr) {
     plans[key] = plan;
   } else {
+    declined.insert(problem);
     log(LogSeverity::kInfo,
         fmt::format("cuDNN has no fused attention plan for B={} H={}/{} S={}/{} D={}/{} ({}): {}; "
                     "the flash kernel runs instead",

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Kernel micro-benchmarks on the GPU: one-layer fp16 engines at the shapes of BERT-large (batch 32, seq 384), timed
+with `tensoracle bench --per-step` and set against the device-to-device copy limit, optionally profiled with ncu.
+
+    python3 bench/kernel_profile.py --cli .device/build/tools/cli/tensoracle --out $OUT/kernels [--ncu]
+
+Each case is a network JSON with f16 inputs and weights (no casts at the engine's edge), built for cuda fp16. For the
+memory-bound cases it prints the bytes moved (read + written), the step's median time and the fraction of the copy
+limit measured in the same run with torch (cudaMemcpy device to device, read + write); for attention the TFLOP/s.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> float16 array; the layout of the safetensors format (8-byte header size, JSON, data)."""
+    header, blobs, offset = {}, [], 0
+    for name, array in tensors.items():
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": "F16", "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for b in blobs:
+            f.write(b)
+
+
+def cases(rows, hidden, ffn, batch, seq, heads):
+    rng = np.random.default_rng(0)
+    h16 = lambda *s: (rng.standard_normal(s) * 0.1).astype(np.float16)  # noqa: E731
+    d = hidden // heads
+    yield {
+        "name": "layer_norm", "bytes": 2 * rows * hidden * 2,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+        "weights": {"g": h16(hidden) + 1, "b": h16(hidden)},
+        "layers": [{"name": "ln", "op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"],
+                    "attrs": {"epsilon": 1e-12}}],
+    }
+    yield {
+        "name": "gelu_erf", "bytes": 2 * rows * ffn * 2,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, ffn]}], "weights": {},
+        "layers": [{"name": "act", "op": "gelu", "inputs": ["x"], "outputs": ["y"]}],
+    }
+    yield {
+        "name": "add", "bytes": 3 * rows * hidden * 2,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]},
+                   {"name": "r", "dtype": "f16", "shape": [rows, hidden]}], "weights": {},
+        "layers": [{"name": "sum", "op": "add", "inputs": ["x", "r"], "outputs": ["y"]}],
+    }
+    yield {
+        "name": "linear_gelu_erf", "flops": 2 * rows * hidden * ffn,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+        "weights": {"w": h16(ffn, hidden), "b": h16(ffn)},
+        "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["h"]},
+                   {"name": "act", "op": "gelu", "inputs": ["h"], "outputs": ["y"]}],
+    }
+    yield {
+        "name": "attention_packed", "flops": 4 * batch * heads * seq * seq * d,
+        "inputs": [{"name": "qkv", "dtype": "f16", "shape": [batch, seq, 3 * hidden]}], "weights": {},
+        "layers": [{"name": "attn", "op": "attention", "inputs": ["qkv", "qkv", "qkv"], "outputs": ["y"],
+                    "attrs": {"layout": "packed", "heads": heads, "kv_heads": heads}}],
+    }
+
+
+def copy_limit_gbs():
+    import torch
+    a = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(20):
+        b.copy_(a)
+    end.record()
+    torch.cuda.synchronize()
+    return 2 * a.numel() * 20 / (start.elapsed_time(end) * 1e-3) / 1e9
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cli", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", default="", help="comma-separated case names")
+    p.add_argument("--ncu", action="store_true", help="also profile each case's steps with ncu (SOL, occupancy)")
+    p.add_argument("--pipes", action="store_true", help="with --ncu: also the pipe utilization and instruction mix")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seq", type=int, default=384)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=16)
+    a = p.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    limit = copy_limit_gbs()
+    print(f"copy limit (read + write): {limit:.0f} GB/s")
+    only = set(filter(None, a.only.split(",")))
+    rows = a.batch * a.seq
+    for case in cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads):
+        if only and case["name"] not in only:
+            continue
+        d = out / case["name"]
+        d.mkdir(exist_ok=True)
+        write_safetensors(d / "w.safetensors", case["weights"])
+        net = {"format": "tensoracle-network", "version": 1, "inputs": case["inputs"],
+               "constants": [{"name": n, "weight": n, "file": "w.safetensors"} for n in case["weights"]],
+               "layers": case["layers"], "outputs": ["y"]}
+        (d / "net.json").write_text(json.dumps(net))
+        engine = d / "net.engine"
+        t0 = time.time()
+        b = subprocess.run([a.cli, "build", str(d / "net.json"), "-o", str(engine), "-t", "cuda", "-p", "fp16", "-q"],
+                           capture_output=True, text=True)
+        if b.returncode != 0:
+            print(f"{case['name']}: build failed: {b.stderr.strip()[-800:]}")
+            continue
+        r = subprocess.run([a.cli, "bench", str(engine), "--per-step", "-n", "100"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{case['name']}: bench failed: {r.stderr.strip()[-800:]}")
+            continue
+        result = json.loads(r.stdout)
+        steps = result.get("steps", result.get("per_step", []))
+        total = result["target_time_ms"]["p50"]
+        line = f"{case['name']}: build {time.time() - t0:.1f} s, p50 {total * 1e3:.1f} us"
+        if "bytes" in case:
+            line += f", {case['bytes'] / 1e6:.0f} MB moved: {case['bytes'] / (total * 1e-3) / 1e9:.0f} GB/s " \
+                    f"({case['bytes'] / (total * 1e-3) / 1e9 / limit:.0%} of the copy limit)"
+        if "flops" in case:
+            line += f", {case['flops'] / (total * 1e-3) / 1e12:.0f} TFLOP/s"
+        print(line)
+        for s in steps:
+            print(f"    {json.dumps(s)}")
+        if a.ncu:
+            report = d / "ncu.txt"
+            sections = ["SpeedOfLight", "Occupancy", "LaunchStats"] + (["ComputeWorkloadAnalysis", "InstructionStats"]
+                                                                       if a.pipes else [])
+            n = subprocess.run(["ncu"] + [x for s in sections for x in ("--section", s)] +
+                               ["--launch-skip", "30", "--launch-count", "1" if a.pipes else "3", a.cli, "bench",
+                                str(engine), "-n", "10", "--warmup", "30"], capture_output=True, text=True)
+            report.write_text(n.stdout + n.stderr)
+            keep = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM) Throughput", "Registers Per",
+                    "Achieved Occupancy", "Theoretical Occupancy", "Block Size", "Grid Size", "  ", "Block Limit")
+            if a.pipes:
+                print("\n".join("    " + ln.strip() for ln in n.stdout.splitlines()
+                                 if "Pipe" in ln or "Executed Ipc" in ln or "Issue Slots" in ln or "Warp Cycles" in ln
+                                 or "Avg. Executed" in ln or "Stall" in ln))
+            for ln in n.stdout.splitlines():
+                s = ln.strip()
+                if s.startswith(keep[:-2]) or (s and "(" in s and ")" in s and "<<<" not in s and s[0].isalpha()
+                                                and ln.startswith("  ") and not ln.startswith("    ")):
+                    print(f"    ncu: {s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
