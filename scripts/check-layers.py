@@ -2,9 +2,9 @@
 """Fails when a source file of src/ includes a header of a layer above its own (docs/architecture.md, "Layers").
 
 Layers, lowest first; a file may include headers of its own folder and of lower layers only. Folders on one
-level (io and compare; backends/cpu and backends/cuda; builder and runtime) do not include each other. The files
-directly in src/backends/ are the backend interface, below the backends that implement it. Public headers
-(include/tensoracle/) are the API and may be included from anywhere, but include nothing from src/.
+level (io and compare; graph and convert; backends/cpu and backends/cuda; builder and runtime) do not include
+each other. The files directly in src/backends/ are the backend interface, below the backends that implement it.
+Public headers (include/tensoracle/) are the API and may be included from anywhere, but include nothing from src/.
 
 Usage: scripts/check-layers.py [REPO]   (exit 1 and one line per upward include when there are any)
 """
@@ -15,7 +15,7 @@ import sys
 LAYERS = [
     ["core"],
     ["io", "compare"],
-    ["graph"],
+    ["graph", "convert"],
     ["backends/common"],  # the backend interface (backends/target.hpp) and backend_for
     ["backends/cpu", "backends/cuda"],
     ["plan"],

@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh                 each target -seed=1 for a fixed number of runs ($TENSORACLE_FUZZ_RUNS_<TARGET>)
 #   scripts/fuzz.sh --explore 10    each target 10 minutes, random seed; new inputs are merged into tests/fuzz/corpus/
 #
-# Seeds: generated files (tests/python/make_malformed_corpus.py, tests/fuzz/make_valid_seeds.py, make_engine_seeds:
+# Seeds: generated files (tests/python/make_malformed_corpus.py, tests/fuzz/make_valid_seeds.py, make_engine_seeds,
+# tests/fuzz/make_pth_seeds.py:
 # each writes the same bytes every run), the committed corpus tests/fuzz/corpus/<target>/ and the committed crash
 # inputs tests/fuzz/regressions/<target>/. A crash prints the input (base64) and the command that reproduces it.
 # The build (build-fuzz/, clang ASan+UBSan with libFuzzer's instrumentation) is the one .ci/run's sanitizer stage uses.
@@ -26,9 +27,9 @@ esac
 build_dir=${TENSORACLE_FUZZ_BUILD_DIR:-build-fuzz}
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORACLE_FUZZ=ON \
   -DTENSORACLE_CUDA=OFF -DTENSORACLE_BUILD_TESTS=ON -DTENSORACLE_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$build_dir" --target fuzz_safetensors_reader fuzz_engine_plan make_engine_seeds | tail -n 1
+cmake --build "$build_dir" --target fuzz_safetensors_reader fuzz_engine_plan fuzz_pth_reader make_engine_seeds | tail -n 1
 
-# Fills DIR with the generated seeds of one corpus (safetensors | engine).
+# Fills DIR with the generated seeds of one corpus (safetensors | engine | pth).
 generate_seeds() {
   local corpus=$1 dir=$2
   case "$corpus" in
@@ -38,6 +39,7 @@ generate_seeds() {
       python3 tests/fuzz/make_valid_seeds.py "$dir" >/dev/null
       ;;
     engine) "$build_dir/tests/fuzz/make_engine_seeds" "$dir" ;;
+    pth) python3 tests/fuzz/make_pth_seeds.py "$dir" >/dev/null ;;
   esac
 }
 
@@ -126,4 +128,5 @@ fi
 status=0
 fuzz_target fuzz_safetensors_reader safetensors "${TENSORACLE_FUZZ_RUNS_SAFETENSORS:-1000000}" || status=1
 fuzz_target fuzz_engine_plan engine "${TENSORACLE_FUZZ_RUNS_ENGINE:-500000}" || status=1
+fuzz_target fuzz_pth_reader pth "${TENSORACLE_FUZZ_RUNS_PTH:-500000}" || status=1
 exit $status

@@ -35,12 +35,14 @@ step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
   fi
 }
 nvidia-smi >"$out/nvidia-smi.log" 2>&1
-# GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers (or =racecheck, =memcheck) only those (each
-# fits one 10-minute call);
-# =quick the CUDA engine tests, the op-conformance and model suites on the GPU only.
+# GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers (or =racecheck, =memcheck) only those;
+# =quick the CUDA engine tests, the op-conformance and model suites on the GPU only, =rest what =tests adds to
+# =quick (the examples, the unit tests, the Python tests and the package's). quick, rest and sanitizers each fit one
+# 10-minute call.
 part=${GPU_CHECK_PART:-all}
 step version "$TENSORACLE_CLI" --version
 if [[ $part != sanitizers && $part != racecheck && $part != memcheck ]]; then
+if [[ $part != rest ]]; then
 step cuda_unit "$build/tests/tensoracle_cuda_tests"
 # The op-conformance suite: every case on the CPU reference against PyTorch, then built as a CUDA engine
 # and checked against the CPU reference.
@@ -53,6 +55,7 @@ step conformance_cuda_first_kernels env TENSORACLE_CONFORMANCE_TARGET=cuda TENSO
 # The model-level networks (BERT, GPT-2, Llama layers, ResNet blocks) as fp32 and fp16 CUDA engines vs PyTorch.
 step models_cuda env TENSORACLE_MODEL_TARGET=cuda python3 -m pytest -q -p no:cacheprovider \
   tests/python/test_models.py -k test_engine
+fi
 if [[ $part != quick ]]; then
 # The main job on the GPU, fp32 and fp16.
 step example_fp32 "$build/examples/transformer_encoder" --dir "$out/example" --target cuda --precision fp32
@@ -60,12 +63,19 @@ step example_fp16 "$build/examples/transformer_encoder" --dir "$out/example" --t
 rm -rf "$out/example"  # engines and weights: too large to bring back
 step float_refs python3 tests/python/gen_float_references.py "$TENSORACLE_FLOAT_REFS_DIR"
 step unit "$build/tests/tensoracle_unit_tests" --gtest_brief=1
-step python python3 -m pytest -q -p no:cacheprovider tests/python --ignore=tests/python/test_conformance.py
+# The Python tests of the command and files (torch here is the machine's: test_convert.py reads what it writes),
+# then the Python package's own tests against an extension built here for this machine's python3.
+step python python3 -m pytest -q -p no:cacheprovider tests/python --ignore=tests/python/test_conformance.py \
+  --ignore=tests/python/package
+step python_package_build bash scripts/device-python-package.sh /tmp/tensoracle-site
+step python_package env PYTHONPATH=/tmp/tensoracle-site \
+  LD_LIBRARY_PATH="/tmp/tensoracle-site/tensoracle/lib:$LD_LIBRARY_PATH" \
+  python3 -m pytest -q -p no:cacheprovider tests/python/package
 fi
 fi
 # compute-sanitizer on the op suite's kernels that use shared memory or warp shuffles (racecheck) and on every
 # op family (memcheck), each case's engine run under the tool.
-if [[ $part == tests || $part == quick ]]; then
+if [[ $part == tests || $part == quick || $part == rest ]]; then
   :
 elif command -v compute-sanitizer >/dev/null; then
   # racecheck: the cases of the families whose kernels use shared memory or warp shuffles; memcheck: every family.
@@ -87,7 +97,7 @@ else
   summary+=("SKIP compute-sanitizer: not installed on this machine")
 fi
 cat "$out/version.log" "$out"/example_*.log 2>/dev/null
-for log in unit cuda_unit python conformance_cuda conformance_cuda_first_kernels models_cuda racecheck_ops memcheck_ops; do
+for log in unit cuda_unit python python_package conformance_cuda conformance_cuda_first_kernels models_cuda racecheck_ops memcheck_ops; do
   [[ -f "$out/$log.log" ]] && echo "$log: $(grep -hE '^\[  (PASSED|FAILED)|[0-9]+ (passed|failed)' "$out/$log.log" | tail -n 2 | tr '\n' ' ')"
 done
 printf '%s\n' "${summary[@]}"

@@ -4,6 +4,7 @@
 #include "tensoracle/builder.hpp"
 #include "tensoracle/cache.hpp"
 #include "tensoracle/compare.hpp"
+#include "tensoracle/convert.hpp"
 #include "tensoracle/data_type.hpp"
 #include "tensoracle/dims.hpp"
 #include "tensoracle/engine.hpp"

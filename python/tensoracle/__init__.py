@@ -27,6 +27,7 @@ from ._cache import (
     read_engine_header,
 )
 from ._compare import compare
+from ._convert import convert, list_checkpoint
 from ._errors import (
     CorruptEngineError,
     CudaError,
@@ -100,8 +101,10 @@ __all__ = [
     "cache_list",
     "cache_prune",
     "compare",
+    "convert",
     "default_cache_directory",
     "inspect",
+    "list_checkpoint",
     "numpy_dtype",
     "open_engine",
     "read_engine_header",

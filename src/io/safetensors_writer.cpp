@@ -9,6 +9,7 @@
 
 #include "core/bytes.hpp"
 #include "core/posix_file.hpp"
+#include "io/safetensors_layout.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/safetensors.hpp"
 
@@ -46,18 +47,16 @@ std::string json_string(const std::string& text, const char* what) {
   }
 }
 
-struct PreparedFile {
-  std::string header;  // padded JSON header
-  std::vector<const TensorToWrite*> order;
-  std::vector<std::uint64_t> sizes;
-  std::uint64_t data_size = 0;
-};
+}  // namespace
 
-PreparedFile prepare(const std::vector<TensorToWrite>& tensors,
-                     const std::optional<std::map<std::string, std::string>>& metadata) {
-  PreparedFile file;
+namespace io {
+
+SafetensorsLayout safetensors_layout(const std::vector<LayoutTensor>& tensors,
+                                     const std::optional<std::map<std::string, std::string>>& metadata) {
+  SafetensorsLayout file;
   std::set<std::string_view> names;
-  for (const TensorToWrite& t : tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const LayoutTensor& t = tensors[i];
     if (t.name == "__metadata__") throw InvalidArgumentError("safetensors: a tensor can't be named '__metadata__'");
     if (!names.insert(t.name).second)
       throw InvalidArgumentError(fmt::format("safetensors: tensor '{}' is given twice", t.name));
@@ -65,12 +64,14 @@ PreparedFile prepare(const std::vector<TensorToWrite>& tensors,
       throw InvalidArgumentError(
           fmt::format("safetensors: tensor '{}' has a dynamic shape {}", t.name, t.shape.to_string()));
     }
-    file.order.push_back(&t);
+    file.order.push_back(i);
   }
-  std::stable_sort(file.order.begin(), file.order.end(), [](const TensorToWrite* a, const TensorToWrite* b) {
-    int ra = official_dtype_rank(a->dtype), rb = official_dtype_rank(b->dtype);
+  std::stable_sort(file.order.begin(), file.order.end(), [&](std::size_t ia, std::size_t ib) {
+    const LayoutTensor& a = tensors[ia];
+    const LayoutTensor& b = tensors[ib];
+    int ra = official_dtype_rank(a.dtype), rb = official_dtype_rank(b.dtype);
     if (ra != rb) return ra > rb;
-    return a->name < b->name;
+    return a.name < b.name;
   });
 
   std::string& header = file.header;
@@ -88,15 +89,14 @@ PreparedFile prepare(const std::vector<TensorToWrite>& tensors,
     first = false;
   }
   std::uint64_t offset = 0;
-  for (const TensorToWrite* t : file.order) {
-    std::uint64_t bytes = static_cast<std::uint64_t>(t->shape.volume()) * element_size(t->dtype);
-    if (bytes != 0 && t->data == nullptr)
-      throw InvalidArgumentError(fmt::format("safetensors: tensor '{}' has no data", t->name));
+  for (std::size_t index : file.order) {
+    const LayoutTensor& t = tensors[index];
+    std::uint64_t bytes = static_cast<std::uint64_t>(t.shape.volume()) * element_size(t.dtype);
     if (!first) header += ',';
     first = false;
     header += fmt::format("{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                          json_string(t->name, "tensor name"), safetensors_name(t->dtype),
-                          fmt::join(t->shape.values(), ","), offset, offset + bytes);
+                          json_string(t.name, "tensor name"), safetensors_name(t.dtype),
+                          fmt::join(t.shape.values(), ","), offset, offset + bytes);
     offset += bytes;
     file.sizes.push_back(bytes);
   }
@@ -106,10 +106,40 @@ PreparedFile prepare(const std::vector<TensorToWrite>& tensors,
   return file;
 }
 
-std::array<std::byte, 8> length_prefix(std::uint64_t n) {
+std::array<std::byte, 8> safetensors_length_prefix(std::uint64_t header_size) {
   std::array<std::byte, 8> out{};
-  for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((n >> (8 * i)) & 0xFF);
+  for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((header_size >> (8 * i)) & 0xFF);
   return out;
+}
+
+}  // namespace io
+
+namespace {
+
+struct PreparedFile {
+  std::string header;  // padded JSON header
+  std::vector<const TensorToWrite*> order;
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t data_size = 0;
+};
+
+PreparedFile prepare(const std::vector<TensorToWrite>& tensors,
+                     const std::optional<std::map<std::string, std::string>>& metadata) {
+  std::vector<io::LayoutTensor> entries;
+  entries.reserve(tensors.size());
+  for (const TensorToWrite& t : tensors) entries.push_back({t.name, t.dtype, t.shape});
+  io::SafetensorsLayout layout = io::safetensors_layout(entries, metadata);
+  PreparedFile file;
+  file.header = std::move(layout.header);
+  file.data_size = layout.data_size;
+  for (std::size_t i = 0; i < layout.order.size(); ++i) {
+    const TensorToWrite& t = tensors[layout.order[i]];
+    if (layout.sizes[i] != 0 && t.data == nullptr)
+      throw InvalidArgumentError(fmt::format("safetensors: tensor '{}' has no data", t.name));
+    file.order.push_back(&t);
+    file.sizes.push_back(layout.sizes[i]);
+  }
+  return file;
 }
 
 }  // namespace
@@ -118,7 +148,7 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorToWrite>& t
                                              const std::optional<std::map<std::string, std::string>>& metadata) {
   PreparedFile file = prepare(tensors, metadata);
   std::vector<std::byte> out(8 + file.header.size() + file.data_size);
-  auto prefix = length_prefix(file.header.size());
+  auto prefix = io::safetensors_length_prefix(file.header.size());
   std::memcpy(out.data(), prefix.data(), prefix.size());
   std::memcpy(out.data() + 8, file.header.data(), file.header.size());
   std::byte* data = out.data() + 8 + file.header.size();
@@ -133,7 +163,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
                        const std::optional<std::map<std::string, std::string>>& metadata) {
   PreparedFile file = prepare(tensors, metadata);
   write_file_atomically(path, [&](PosixFile& out) {
-    auto prefix = length_prefix(file.header.size());
+    auto prefix = io::safetensors_length_prefix(file.header.size());
     out.write_all(prefix.data(), prefix.size());
     out.write_all(file.header.data(), file.header.size());
     for (std::size_t i = 0; i < file.order.size(); ++i) out.write_all(file.order[i]->data, file.sizes[i]);

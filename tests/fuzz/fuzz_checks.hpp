@@ -22,4 +22,8 @@ void check_safetensors_reader_input(const std::uint8_t* data, std::size_t size);
 // engines, small ones). Any exception other than tensoracle::Error escaping is a bug.
 void check_engine_plan_input(const std::uint8_t* data, std::size_t size);
 
+// A PyTorch checkpoint read from arbitrary bytes (convert::TorchCheckpoint over memory) must throw tensoracle::Error
+// or describe only tensors inside the input, and list as JSON.
+void check_pth_reader_input(const std::uint8_t* data, std::size_t size);
+
 }  // namespace tensoracle::fuzz

@@ -29,6 +29,8 @@ void add_run_command(CLI::App& app, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 // `tensoracle cache list|prune`
 void add_cache_command(CLI::App& app, Action& action);
+// `tensoracle convert CHECKPOINT OUTPUT` (convert_command.cpp)
+void add_convert_command(CLI::App& app, Action& action);
 
 // `tensoracle build ...` and `tensoracle inspect ...` (engine_commands.cpp)
 void add_build_command(CLI::App& app, Action& action);
