@@ -99,6 +99,11 @@ class Network {
   // A constant whose bytes are a weight (zero-copy). The tensor is named after the weight unless
   // `name` is given. `file` is recorded for the JSON form (defaults to the view's file path).
   Tensor add_constant(const TensorView& weight, const std::string& name = {});
+  // A constant whose bytes the network copies and keeps, for weights made in memory rather than read
+  // from a file: `data` holds dims.volume() elements of `dtype` (little-endian, as in safetensors), and
+  // may be freed once this returns. Named `name`, else const_N. Its JSON form names no file, so a
+  // network read back from JSON needs the weight from a WeightStore under the same name.
+  Tensor add_constant_copy(DataType dtype, const Dims& dims, const void* data, const std::string& name = {});
   // A small constant held by value (scalars, short vectors: at most 4096 elements), stored inline
   // in the JSON form.
   Tensor add_scalar(double value, DataType dtype, const std::string& name = {});

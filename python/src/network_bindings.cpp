@@ -23,13 +23,6 @@
 namespace tensoracle::python {
 namespace {
 
-// A NumPy constant's bytes in safetensors form, with the file that validates and views them. Views of the file
-// share ownership of this object (shared_ptr aliasing), so the bytes live exactly as long as the network needs them.
-struct OwnedSafetensors {
-  std::vector<std::byte> bytes;
-  std::shared_ptr<const SafetensorsFile> file;
-};
-
 std::vector<std::filesystem::path> to_paths(nb::handle files) {
   std::vector<std::filesystem::path> paths;
   nb::object os = nb::module_::import_("os");
@@ -64,12 +57,7 @@ Tensor add_array_constant(Network& net, const HostArray& array, const std::strin
   std::vector<std::int64_t> shape(array.ndim());
   for (std::size_t i = 0; i < array.ndim(); ++i) shape[i] = static_cast<std::int64_t>(array.shape(i));
   const std::string name = requested_name.empty() ? free_constant_name(net) : requested_name;
-  auto owned = std::make_shared<OwnedSafetensors>();
-  owned->bytes = serialize_safetensors({TensorToWrite{name, *dtype, Dims(shape), array.data()}});
-  owned->file = SafetensorsFile::from_bytes(owned->bytes.data(), owned->bytes.size(), "NumPy constant " + name);
-  TensorView view = owned->file->get(name);
-  view.file = std::shared_ptr<const SafetensorsFile>(owned, owned->file.get());
-  return net.add_constant(view, name);
+  return net.add_constant_copy(*dtype, Dims(shape), array.data(), name);
 }
 
 // ml_dtypes' bfloat16 and float8 arrays, which NumPy shows as void types: the DataType their dtype's name gives.

@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
 #include <set>
+#include <vector>
 
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
@@ -89,6 +92,35 @@ Tensor Network::add_constant(const TensorView& weight, const std::string& name) 
   t.weight_name = weight.name();
   t.weight_file = weight.file ? weight.file->path() : std::string();  // engine-owned weights have no file
   return Tensor{add_tensor(g, std::move(t))};
+}
+
+namespace {
+
+// A copied constant's bytes in safetensors form, with the file that validates and views them. The view handed to
+// the graph shares ownership of this object (shared_ptr aliasing), so the bytes live as long as the network needs
+// them.
+struct OwnedSafetensors {
+  std::vector<std::byte> bytes;
+  std::shared_ptr<const SafetensorsFile> file;
+};
+
+}  // namespace
+
+Tensor Network::add_constant_copy(DataType dtype, const Dims& dims, const void* data, const std::string& name) {
+  Graph& g = *graph_;
+  const std::string tensor_name = name.empty() ? default_name(g, "const") : name;
+  check_tensor_name(g, tensor_name, "constant");
+  if (!dims.is_static() || dims.volume() < 0)
+    throw GraphError(fmt::format("constant '{}': shape {} must be static", tensor_name, dims.to_string()));
+  if (data == nullptr && dims.volume() != 0)
+    throw GraphError(fmt::format("constant '{}': no data for shape {}", tensor_name, dims.to_string()));
+  auto owned = std::make_shared<OwnedSafetensors>();
+  owned->bytes = serialize_safetensors({TensorToWrite{tensor_name, dtype, dims, data}});
+  owned->file =
+      SafetensorsFile::from_bytes(owned->bytes.data(), owned->bytes.size(), "in-memory constant " + tensor_name);
+  TensorView view = owned->file->get(tensor_name);
+  view.file = std::shared_ptr<const SafetensorsFile>(owned, owned->file.get());
+  return add_constant(view, tensor_name);
 }
 
 Tensor Network::add_scalar(double value, DataType dtype, const std::string& name) {

@@ -168,6 +168,33 @@ TEST(Network, JsonRoundTripIsExact) {
   EXPECT_TRUE(std::isnan(out.data<float>()[5]));
 }
 
+TEST(Network, CopiedConstantsOutliveTheCallersBytes) {
+  Network net;
+  auto x = net.add_input("x", DataType::kF32, {2, 3});
+  Tensor w;
+  {
+    std::vector<float> bytes{1.5f, -2.0f, 4.0f, 0.25f, 8.0f, -1.0f};
+    w = net.add_constant_copy(DataType::kF32, Dims{2, 3}, bytes.data(), "w");
+    std::fill(bytes.begin(), bytes.end(), 0.0f);  // the network has its own copy
+  }
+  const std::int16_t ints[2] = {7, -9};
+  auto i = net.add_constant_copy(DataType::kI16, Dims{2}, ints);
+  EXPECT_EQ(net.name(i), "const_0");
+  EXPECT_EQ(net.shape(i), Dims({2}));
+  net.mark_output(net.add_binary("mul", x, w), "y");
+  net.mark_output(net.add_binary("add", i, i), "i");
+  HostTensor in(DataType::kF32, Dims{2, 3});
+  for (int k = 0; k < 6; ++k) in.data<float>()[k] = static_cast<float>(k + 1);
+  auto out = run_reference(net, {{"x", in}});
+  const float want[6] = {1.5f, -4.0f, 12.0f, 1.0f, 40.0f, -6.0f};
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(out.at("y").data<float>()[k], want[k]) << k;
+  EXPECT_EQ(out.at("i").data<std::int16_t>()[1], -18);
+  // Errors name the constant.
+  expect_graph_error([&] { net.add_constant_copy(DataType::kF32, Dims{-1, 3}, ints, "dyn"); }, {"'dyn'", "static"});
+  expect_graph_error([&] { net.add_constant_copy(DataType::kF32, Dims{2}, nullptr, "none"); }, {"'none'", "no data"});
+  expect_graph_error([&] { net.add_constant_copy(DataType::kF32, Dims{1}, ints, "w"); }, {"'w'"});
+}
+
 TEST(Network, JsonFileResolvesRelativeWeightFiles) {
   TempDir dir;
   std::vector<float> w{4, 5};
