@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.in')
 files=("${files[@]/cmake\/version.hpp.in}")
-mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -E '\.(cpp|hpp|cu|cuh)$')
+# Sources the bundle producer generates (bundle.cpp: the cubins as byte arrays) keep the producer's layout.
+mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -E '\.(cpp|hpp|cu|cuh)$' | grep -v -E '(^|/)bundle/bundle\.cpp$')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i "${files[@]}"
 else

@@ -13,8 +13,8 @@ import re
 import sys
 
 LAYERS = [
-    ["core"],
-    ["io", "compare"],
+    ["core", "cubin_plugin"],  # cubin_plugin: compiled into plugin libraries, public headers and cuda.h only
+    ["io", "compare", "bundle", "plugins"],
     ["graph", "convert"],
     ["backends/common"],  # the backend interface (backends/target.hpp) and backend_for
     ["backends/cpu", "backends/cuda"],

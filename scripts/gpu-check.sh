@@ -14,6 +14,8 @@ export TENSORACLE_CLI="$PWD/$build/tools/cli/tensoracle"
 export TENSORACLE_SAFETENSORS_REWRITE="$PWD/$build/tests/safetensors_rewrite"
 export TENSORACLE_FLOAT_REFS_DIR="$PWD/$build/float_refs_device"
 export TENSORACLE_CACHE_OPEN_CHILD="$PWD/$build/tests/cache_open_child"
+export TENSORACLE_TEST_PLUGIN="$PWD/$build/tests/plugins/libtensoracle_test_plugin.so"
+export TENSORACLE_EXAMPLE_PLUGIN="$PWD/$build/examples/libtensoracle_example_cubin_plugin.so"
 # NVRTC (the builder compiles generated kernels with it): the system's, else the CUDA runtime's or a PyTorch
 # (nvidia-*) wheel's copy.
 if ! ldconfig -p | grep -q 'libnvrtc.so.13 '; then
@@ -41,7 +43,17 @@ nvidia-smi >"$out/nvidia-smi.log" 2>&1
 # 10-minute call.
 part=${GPU_CHECK_PART:-all}
 step version "$TENSORACLE_CLI" --version
-if [[ $part != sanitizers && $part != racecheck && $part != memcheck ]]; then
+if [[ $part == plugins ]]; then  # =plugins: plugin layers and cubin plugins only (a quick check of that work)
+  step cuda_unit "$build/tests/tensoracle_cuda_tests" --gtest_filter='CudaPlugins.*'
+  step python python3 -m pytest -q -p no:cacheprovider tests/python/test_plugin_cli.py
+  step python_package_build bash scripts/device-python-package.sh /tmp/tensoracle-site
+  step python_package env PYTHONPATH=/tmp/tensoracle-site \
+    LD_LIBRARY_PATH="/tmp/tensoracle-site/tensoracle/lib:$LD_LIBRARY_PATH" \
+    python3 -m pytest -q -p no:cacheprovider tests/python/package/test_example_plugin.py \
+    tests/python/package/test_plugins.py tests/python/package/test_bundle.py
+  part=none
+fi
+if [[ $part != sanitizers && $part != racecheck && $part != memcheck && $part != none ]]; then
 if [[ $part != rest ]]; then
 step cuda_unit "$build/tests/tensoracle_cuda_tests"
 # The op-conformance suite: every case on the CPU reference against PyTorch, then built as a CUDA engine
@@ -75,7 +87,7 @@ fi
 fi
 # compute-sanitizer on the op suite's kernels that use shared memory or warp shuffles (racecheck) and on every
 # op family (memcheck), each case's engine run under the tool.
-if [[ $part == tests || $part == quick || $part == rest ]]; then
+if [[ $part == tests || $part == quick || $part == rest || $part == none ]]; then
   :
 elif command -v compute-sanitizer >/dev/null; then
   # racecheck: the cases of the families whose kernels use shared memory or warp shuffles; memcheck: every family.

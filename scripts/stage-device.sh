@@ -15,6 +15,9 @@ mkdir -p "$stage/bench" && cp "$build/bench/engine_host_memory" "$stage/bench/"
 # The library is one unversioned file when the build has the Python package on, else a versioned file and its links.
 find "$stage/src" -type f -name 'libtensoracle.so*' -exec strip --strip-debug {} +
 strip --strip-debug "$stage/tools/cli/tensoracle" "$stage"/tests/* "$stage"/examples/* "$stage"/bench/*
+# The test plugin libraries (after the strip above, which takes files only).
+mkdir -p "$stage/tests/plugins" && cp "$build"/tests/plugins/*.so "$stage/tests/plugins/"
+cp "$build"/examples/cubin_plugin/libtensoracle_example_cubin_plugin.so "$stage/examples/"
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$stage/lib/"
 done

@@ -90,6 +90,10 @@ struct BuilderConfig {
   // and rewritten (docs/building.md). Not a build condition: it is not part of to_json(). Within one build, identical
   // problems (a model's repeated layers) are timed once either way.
   std::filesystem::path timing_cache;
+  // Plugin libraries to load (load_plugin_library, plugin_registry.hpp) before the network's plugin layers are
+  // resolved; libraries loaded earlier in the process count too. Not a build condition: it is not part of to_json()
+  // (open_engine's conditions hold the libraries' SHA-256s, and every engine records each plugin's library digest).
+  std::vector<std::filesystem::path> plugin_libraries;
   // Called on the building thread as the build advances (e.g. to draw a progress bar); may be empty. Not a build
   // condition: it is not part of to_json().
   std::function<void(const BuildProgress&)> progress;

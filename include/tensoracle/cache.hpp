@@ -278,7 +278,8 @@ struct EngineDeclaration {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   BuilderConfig builder;  // target, precision, shape profiles, limits
-  // Libraries the engine's kernels come from; their SHA-256s are part of the conditions.
+  // Plugin libraries the engine's plugin layers come from: loaded (load_plugin_library) before anything else, and
+  // their SHA-256s are part of the conditions, so a changed library gives a new engine.
   std::vector<std::filesystem::path> plugin_libraries;
 };
 

@@ -43,6 +43,13 @@ struct Tensor {
 using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<double>>;
 using Attributes = std::map<std::string, AttrValue>;
 
+// A typed parameter of a plugin layer (an integer, a float, a string, or a list of integers or floats). A plugin
+// receives its layer's fields in the order they were given.
+struct PluginField {
+  std::string name;  // letters, digits, '_', '.' and '-'
+  AttrValue value;
+};
+
 enum class GeluApproximation { kNone, kTanh };
 enum class PoolType { kMax, kAverage };
 enum class ResizeMode { kNearest, kBilinear };
@@ -188,6 +195,14 @@ class Network {
   // scale: f32 scalar (per tensor) or [C] along `axis` (per channel). to: i8 or f8e4m3.
   Tensor add_quantize(Tensor x, Tensor scale, DataType to, std::int64_t axis = 0);
   Tensor add_dequantize(Tensor x, Tensor scale, DataType to = DataType::kF32, std::int64_t axis = 0);
+
+  // ---- plugin layers (docs/plugins.md) ----
+  // A layer computed by the plugin `type` of `version`, which a loaded plugin library must provide
+  // (load_plugin_library, plugin_registry.hpp): its creator gives the output count, dtypes and shapes. Fields are
+  // recorded in the network and the engine (op "plugin", attributes type, version, field_names and f:NAME in the JSON
+  // form).
+  std::vector<Tensor> add_plugin(const std::string& type, const std::string& version, const std::vector<Tensor>& inputs,
+                                 const std::vector<PluginField>& fields = {}, const std::string& name = {});
 
   // ---- queries ----
   std::string name(Tensor t) const;

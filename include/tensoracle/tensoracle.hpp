@@ -13,6 +13,7 @@
 #include "tensoracle/host_tensor.hpp"
 #include "tensoracle/logging.hpp"
 #include "tensoracle/network.hpp"
+#include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/reference_executor.hpp"
 #include "tensoracle/safetensors.hpp"
 #include "tensoracle/sha256.hpp"

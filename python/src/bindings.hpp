@@ -53,5 +53,6 @@ void bind_network(nb::module_& m);
 void bind_engine(nb::module_& m);
 void bind_cache(nb::module_& m);
 void bind_convert(nb::module_& m);
+void bind_bundle(nb::module_& m);
 
 }  // namespace tensoracle::python

@@ -139,6 +139,18 @@ void bind_engine(nb::module_& m) {
           [](BuilderConfig& c, const std::string& path) { c.timing_cache = path; },
           "Timing cache file (\"\": none): kernel choices reused instead of timed again, and this build's added. "
           "Not a build condition.")
+      .def_prop_rw(
+          "plugin_libraries",
+          [](const BuilderConfig& c) {
+            std::vector<std::string> paths;
+            for (const auto& p : c.plugin_libraries) paths.push_back(p.string());
+            return paths;
+          },
+          [](BuilderConfig& c, const std::vector<std::string>& paths) {
+            c.plugin_libraries.assign(paths.begin(), paths.end());
+          },
+          "Plugin libraries loaded before the build (load_plugin_library). Not a build condition: open_engine's "
+          "conditions hold EngineDeclaration.plugins' digests.")
       .def(
           "add_profile",
           [](BuilderConfig& c, const std::string& input, const I64s& min, const I64s& opt, const I64s& max) {

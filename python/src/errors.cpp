@@ -2,6 +2,7 @@
 #include <exception>
 
 #include "bindings.hpp"
+#include "tensoracle/bundle.hpp"
 #include "tensoracle/cache.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/network.hpp"
@@ -22,6 +23,8 @@ struct PythonErrors {
   PyObject* corrupt_engine = nullptr;
   PyObject* engine_condition = nullptr;
   PyObject* engine_io = nullptr;
+  PyObject* bundle = nullptr;
+  PyObject* cubin_architecture = nullptr;
 };
 
 PythonErrors errors;  // the classes live as long as the interpreter (module attributes hold them too)
@@ -81,6 +84,12 @@ void bind_errors(nb::module_& m) {
   errors.engine_io =
       make_error(m, "EngineIOError", "The engine's input or output signature differs from the declaration.",
                  {errors.engine_cache});
+  errors.bundle = make_error(m, "BundleError",
+                             "A cubin bundle, kernel spec or cubin is invalid, or a bundle check failed (digest, path, "
+                             "parameter ABI, scratch); the message names the file and the kernel.",
+                             {errors.error, PyExc_ValueError});
+  errors.cubin_architecture = make_error(m, "CubinArchitectureError",
+                                         "A cubin's architecture is wrong, unknown or not allowed.", {errors.bundle});
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -93,6 +102,10 @@ void bind_errors(nb::module_& m) {
       set_error(errors.engine_io, e);
     } catch (const EngineCacheError& e) {
       set_error(errors.engine_cache, e);
+    } catch (const CubinArchitectureError& e) {
+      set_error(errors.cubin_architecture, e);
+    } catch (const BundleError& e) {
+      set_error(errors.bundle, e);
     } catch (const GraphError& e) {
       set_error(errors.graph, e);
     } catch (const InvalidArgumentError& e) {

@@ -18,6 +18,7 @@
 #include "bindings.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/network.hpp"
+#include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/safetensors.hpp"
 
 namespace tensoracle::python {
@@ -179,6 +180,33 @@ using I64s = std::vector<std::int64_t>;
 }  // namespace
 
 void bind_network(nb::module_& m) {
+  auto plugin_dict = [](const LoadedPlugin& p) {
+    nb::dict d;
+    d["type"] = p.type;
+    d["version"] = p.version;
+    d["library"] = p.library.string();
+    d["library_sha256"] = p.library_sha256;
+    return d;
+  };
+  m.def(
+      "load_plugin_library",
+      [plugin_dict](const std::string& path) {
+        nb::list out;
+        for (const auto& p : load_plugin_library(path)) out.append(plugin_dict(p));
+        return out;
+      },
+      nb::arg("path"),
+      "Loads a plugin library (a shared library exporting tensoracle_get_plugin_creators) for this process and "
+      "returns the plugins it provides as dicts (type, version, library, library_sha256). Loading it again is a "
+      "no-op; libraries stay loaded until the process ends.");
+  m.def(
+      "loaded_plugins",
+      [plugin_dict]() {
+        nb::list out;
+        for (const auto& p : loaded_plugins()) out.append(plugin_dict(p));
+        return out;
+      },
+      "Every plugin loaded so far (dicts as load_plugin_library returns).");
   nb::class_<Tensor>(m, "Tensor", "A handle to one tensor of a Network (input, constant or layer output).")
       .def_ro("id", &Tensor::id, "The tensor's index in its network.")
       .def("__eq__", [](const Tensor& a, const Tensor& b) { return a == b; })
@@ -281,6 +309,24 @@ void bind_network(nb::module_& m) {
           nb::arg("op"), nb::arg("inputs"), nb::arg("attrs") = nb::none(), nb::arg("name") = "",
           "A layer by op name (docs/network-json.md lists ops, inputs and attributes); None is an absent optional "
           "input. Returns the list of output tensors.")
+      .def(
+          "add_plugin",
+          [](PyNetwork& n, const std::string& type, const std::string& version, nb::handle inputs, nb::handle fields,
+             const std::string& name) {
+            Network& net = n.get();
+            std::vector<PluginField> list;
+            if (!fields.is_none()) {
+              for (auto [key, value] : nb::cast<nb::dict>(fields)) {
+                const std::string k = nb::cast<std::string>(key);
+                list.push_back(PluginField{k, to_attr(k, value)});
+              }
+            }
+            return net.add_plugin(type, version, as_tensors(net, inputs), list, name);
+          },
+          nb::arg("type"), nb::arg("version"), nb::arg("inputs"), nb::arg("fields") = nb::none(), nb::arg("name") = "",
+          "A layer computed by a loaded plugin library's plugin `type` of `version` (load_plugin_library); `fields` "
+          "maps names to ints, floats, strs or lists of numbers and reaches the plugin in the dict's order. Returns "
+          "the list of output tensors (the plugin decides how many, their dtypes and shapes).")
       .def(
           "add_matmul",
           [](PyNetwork& n, nb::handle a, nb::handle b, bool ta, bool tb) {

@@ -53,6 +53,8 @@ WeightStore = _tensoracle.WeightStore
 BuilderConfig = _tensoracle.BuilderConfig
 set_log_level = _tensoracle.set_log_level
 set_log_callback = _tensoracle.set_log_callback
+load_plugin_library = _tensoracle.load_plugin_library
+loaded_plugins = _tensoracle.loaded_plugins
 # A Python callback must not outlive the interpreter: the library would call it, or release it, after finalization.
 atexit.register(_tensoracle.set_log_callback, None)
 
@@ -105,6 +107,8 @@ __all__ = [
     "default_cache_directory",
     "inspect",
     "list_checkpoint",
+    "load_plugin_library",
+    "loaded_plugins",
     "numpy_dtype",
     "open_engine",
     "read_engine_header",

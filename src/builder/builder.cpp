@@ -15,12 +15,14 @@
 #include "builder/weight_pool.hpp"
 #include "core/bytes.hpp"
 #include "graph/graph.hpp"
+#include "graph/plugin_layer.hpp"
 #include "graph/shape_eval.hpp"
 #include "plan/engine_manifest.hpp"
 #include "plan/plan_format.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/logging.hpp"
+#include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/system_info.hpp"
 #include "tensoracle/version.hpp"
 
@@ -86,6 +88,7 @@ Builder::Builder(BuilderConfig config) : config_(std::move(config)) {}
 
 std::vector<std::byte> Builder::build(const Network& network) const {
   const auto start = std::chrono::steady_clock::now();
+  for (const auto& library : config_.plugin_libraries) load_plugin_library(library);
   network.verify();
   const backends::Backend& backend = backends::backend_for(config_.target.kind);
   const std::vector<ShapeProfile> profiles = resolve_profiles(graph::graph_of(network), config_);
@@ -102,7 +105,9 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   net = builder::fold_batch_norm(net, pool);
   net = builder::fold_constants(net, pool, kMaxFoldedBytes);
   if (config_.precision == Precision::kFp16 || config_.precision == Precision::kBf16) {
-    net = builder::lower_precision(net, config_.precision == Precision::kFp16 ? DataType::kF16 : DataType::kBF16, pool);
+    net = builder::lower_precision(
+        net, config_.precision == Precision::kFp16 ? DataType::kF16 : DataType::kBF16, pool,
+        config_.target.kind == TargetKind::kCuda ? plugin::Device::kCuda : plugin::Device::kHost);
   }
   net = builder::remove_dead_layers(net);
   if (backend.device_graph_passes()) {
@@ -123,6 +128,14 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   }
   const graph::Graph& g = graph::graph_of(net);
   engine.network = &net;
+  for (const auto& layer : g.layers) {  // the plugins the engine needs, with their libraries' digests
+    if (layer.op != "plugin") continue;
+    const LoadedPlugin& plugin = graph::plugin_of(layer).info;
+    const bool known = std::any_of(engine.plugins.begin(), engine.plugins.end(), [&](const LoadedPlugin& p) {
+      return p.type == plugin.type && p.version == plugin.version;
+    });
+    if (!known) engine.plugins.push_back(plugin);
+  }
   info(fmt::format("build: {} layers after graph passes", g.layers.size()));
 
   // Shapes at each profile point; every check of every layer runs again for concrete shapes.
@@ -184,6 +197,12 @@ std::vector<std::byte> Builder::build(const Network& network) const {
       step.workspace_bytes = std::max<std::uint64_t>(
           step.workspace_bytes,
           backend.kernel_workspace_for(step.kernel, g, layer, point, config_.precision, config_.target));
+    }
+    if (step.workspace_bytes > config_.max_scratch_bytes) {
+      throw UnsupportedError(
+          fmt::format("layer '{}': kernel {} needs {} bytes of scratch, more than max_scratch_bytes "
+                      "({}); raise the limit",
+                      layer.name, step.kernel, step.workspace_bytes, config_.max_scratch_bytes));
     }
     scratch = std::max<std::size_t>(scratch, static_cast<std::size_t>(step.workspace_bytes));
     engine.steps.push_back(std::move(step));

@@ -21,6 +21,7 @@
 #include "plan/plan_format.hpp"
 #include "tensoracle/cache.hpp"
 #include "tensoracle/logging.hpp"
+#include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/sha256.hpp"
 #include "tensoracle/system_info.hpp"
 #include "tensoracle/version.hpp"
@@ -265,6 +266,8 @@ std::string engine_conditions_json(const EngineDeclaration& declaration,
 EngineHandle open_engine(const EngineDeclaration& declaration, const std::vector<std::filesystem::path>& weight_files,
                          const GraphFunction& graph, const OpenEngineOptions& options) {
   if (!graph) throw InvalidArgumentError(fmt::format("open_engine '{}': no graph function", declaration.name));
+  // Before the conditions: their digests are of these files, and a saved engine's plugins must be loaded to read it.
+  for (const auto& library : declaration.plugin_libraries) load_plugin_library(library);
   const std::filesystem::path directory =
       options.cache_dir.empty() ? default_cache_directory() : std::filesystem::path(options.cache_dir);
   ensure_cache_directory(directory);

@@ -207,7 +207,7 @@ std::vector<Tensor> Network::add_layer(const std::string& op, const std::vector<
                                  n));
   }
   for (const auto& [key, value] : attrs) {
-    if (std::find(def->attributes.begin(), def->attributes.end(), key) == def->attributes.end()) {
+    if (!graph::allows_attribute(*def, key)) {
       throw GraphError(fmt::format(
           "layer '{}' ({}): unknown attribute '{}' (allowed: {})", layer_name, op, key,
           def->attributes.empty() ? std::string("none") : fmt::format("{}", fmt::join(def->attributes, ", "))));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "graph/plugin_layer.hpp"
 #include "tensoracle/network.hpp"
 
 namespace tensoracle {
@@ -210,6 +211,15 @@ Tensor Network::add_quantize(Tensor x, Tensor scale, DataType to, std::int64_t a
 
 Tensor Network::add_dequantize(Tensor x, Tensor scale, DataType to, std::int64_t axis) {
   return single(add_layer("dequantize", {x, scale}, {{"to", std::string(to_string(to))}, {"axis", axis}}));
+}
+
+std::vector<Tensor> Network::add_plugin(const std::string& type, const std::string& version,
+                                        const std::vector<Tensor>& inputs, const std::vector<PluginField>& fields,
+                                        const std::string& name) {
+  for (const Tensor& t : inputs) {
+    if (!t.valid()) throw GraphError(fmt::format("add_plugin '{}': every input of a plugin layer must be given", type));
+  }
+  return add_layer("plugin", inputs, graph::plugin_attributes(type, version, fields), name);
 }
 
 }  // namespace tensoracle

@@ -179,6 +179,7 @@ const std::vector<OpDef>& registry() {
     register_data_movement_ops(all);
     register_transformer_ops(all);
     register_quantization_ops(all);
+    register_plugin_ops(all);
     std::sort(all.begin(), all.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return all;
   }();

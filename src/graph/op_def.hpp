@@ -102,6 +102,9 @@ struct OpDef {
   std::string_view summary;  // one line for docs and messages
 };
 
+// Whether an attribute name is allowed for the op: one of its `attributes`, or a plugin layer's field ("f:NAME").
+bool allows_attribute(const OpDef& def, std::string_view key);
+
 // Float dtypes the layers compute on.
 inline constexpr std::initializer_list<DataType> kFloatTypes = {DataType::kF32, DataType::kF16, DataType::kBF16,
                                                                 DataType::kF64};
@@ -119,5 +122,6 @@ void register_reduction_ops(std::vector<OpDef>& ops);       // ops/reduction.cpp
 void register_data_movement_ops(std::vector<OpDef>& ops);   // ops/data_movement.cpp
 void register_transformer_ops(std::vector<OpDef>& ops);     // ops/transformer.cpp: attention, rope
 void register_quantization_ops(std::vector<OpDef>& ops);    // ops/quantization.cpp
+void register_plugin_ops(std::vector<OpDef>& ops);          // ops/plugin.cpp: layers a plugin library computes
 
 }  // namespace tensoracle::graph

@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels/numeric.hpp"
 #include "core/bytes.hpp"
 #include "plan/plan_format.hpp"
+#include "plugins/registry.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/version.hpp"
 
@@ -29,6 +30,33 @@ DataType dtype_of(const ManifestReader& r, const Json& object, const std::string
   auto dtype = data_type_from_string(text);
   if (!dtype) r.fail(where, fmt::format("unknown dtype '{}'", text));
   return *dtype;
+}
+
+// Every plugin the engine's layers need must be loaded now, from a library with the digest the build recorded
+// (UnsupportedError otherwise, which open_engine reports as a CorruptEngineError that says to check the libraries).
+void check_plugins(const ManifestReader& r, const Json& plugins) {
+  for (std::size_t i = 0; i < plugins.size(); ++i) {
+    const std::string where = fmt::format("plugins[{}]", i);
+    if (!plugins[i].is_object()) r.fail(where, "is not an object");
+    const std::string type = r.string(plugins[i], "type", where);
+    const std::string version = r.string(plugins[i], "version", where);
+    const std::string library = r.string(plugins[i], "library", where);
+    const std::string digest = r.string(plugins[i], "sha256", where);
+    const tensoracle::plugins::RegisteredPlugin* loaded = tensoracle::plugins::find_plugin(type, version);
+    if (loaded == nullptr) {
+      throw UnsupportedError(fmt::format(
+          "the engine needs plugin '{}' version '{}' (built with library {}, SHA-256 {}), which no loaded plugin "
+          "library provides (loaded: {}); check the plugin libraries (open_engine's plugin_libraries, "
+          "load_plugin_library, --plugin LIB)",
+          type, version, library, digest, tensoracle::plugins::loaded_plugins_summary()));
+    }
+    if (loaded->info.library_sha256 != digest) {
+      throw UnsupportedError(fmt::format(
+          "the engine needs plugin '{}' version '{}' from the library it was built with ({}, SHA-256 {}); the loaded "
+          "one is {} with SHA-256 {}; check the plugin libraries, or rebuild the engine with this library",
+          type, version, library, digest, loaded->info.library.string(), loaded->info.library_sha256));
+    }
+  }
 }
 
 void read_target(const ManifestReader& r, EngineState& s) {
@@ -284,8 +312,8 @@ std::unique_ptr<EngineState> parse_engine_checked(std::vector<std::byte> bytes, 
   ManifestReader r(display_name);
   if (r.string(s->manifest, "format", "manifest") != "tensoracle-engine") r.fail("manifest", "'format' is wrong");
   static const std::set<std::string> kKnownKeys{
-      "format",  "library_version", "target", "precision", "builder_config", "inputs",       "outputs",
-      "network", "weights",         "steps",  "memory",    "sections",       "build_seconds"};
+      "format",  "library_version", "target", "precision", "builder_config", "inputs",        "outputs",
+      "network", "weights",         "steps",  "memory",    "sections",       "build_seconds", "plugins"};
   for (auto it = s->manifest.begin(); it != s->manifest.end(); ++it) {
     if (kKnownKeys.count(it.key()) == 0) r.fail("manifest", fmt::format("unknown key '{}'", it.key()));
   }
@@ -299,6 +327,7 @@ std::unique_ptr<EngineState> parse_engine_checked(std::vector<std::byte> bytes, 
     }
   }
   read_target(r, *s);
+  if (s->manifest.contains("plugins")) check_plugins(r, r.array(s->manifest, "plugins", "manifest"));
   const auto weight_views = read_weights(r, *s, plan.section("weights", display_name));
   const Json& network = r.field(s->manifest, "network", "manifest");
   try {
@@ -413,6 +442,16 @@ WrittenEngine write_engine(const EngineContents& c) {
                   {"weights_bytes", weight_bytes.size()},
                   {"tensors", std::move(memory_tensors)}}},
                 {"build_seconds", c.build_seconds}};
+  if (!c.plugins.empty()) {
+    Json plugins = Json::array();
+    for (const auto& p : c.plugins) {
+      plugins.push_back(Json{{"type", p.type},
+                             {"version", p.version},
+                             {"library", p.library.filename().string()},
+                             {"sha256", p.library_sha256}});
+    }
+    manifest["plugins"] = std::move(plugins);
+  }
   std::vector<SectionData> sections{{"weights", weight_bytes}};
   if (!c.kernels.empty()) sections.push_back({"kernels", c.kernels});
   WrittenEngine written;

@@ -13,6 +13,7 @@
 #include "backends/target.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/network.hpp"
+#include "tensoracle/plugin_registry.hpp"
 
 namespace tensoracle::plan {
 
@@ -45,6 +46,7 @@ struct EngineContents {
   std::vector<std::int64_t> arena_offset;         // per tensor id; -1 for tensors outside the arena
   std::vector<std::uint64_t> arena_tensor_bytes;  // per tensor id
   std::vector<std::byte> kernels;                 // the "kernels" section (generated kernels' binaries)
+  std::vector<LoadedPlugin> plugins;              // the plugins of the network's plugin layers
   double build_seconds = 0;
 };
 

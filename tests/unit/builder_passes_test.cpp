@@ -114,7 +114,7 @@ TEST(BuilderPasses, ConvEpiloguesFuseReluAndResidualAndKeepResults) {
 TEST(BuilderPasses, ChannelsLastKeepsResultsAndTransposesOnlyAtTheEdges) {
   Constants c;
   Network net = resnet_block(c);
-  Network low = builder::lower_precision(net, DataType::kF16, c.pool);
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
   Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
   int nhwc = 0;
   for (const auto& layer : graph::graph_of(last).layers) {
@@ -326,7 +326,7 @@ TEST(BuilderPasses, BertProjectionsBecomeOneProductThatAttentionReadsPacked) {
   EXPECT_LT(rel_l2(run_reference(device, in).at("y"), want), 1e-6);
 
   // fp16 builds lower the precision first: the f16 products fuse the same way.
-  Network low = builder::lower_precision(net, DataType::kF16, c.pool);
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
   Network low_fused = builder::fuse_attention_layout(builder::fuse_qkv_projections(low, c.pool));
   EXPECT_EQ(count_ops(low_fused, "linear"), 2);
   for (const auto& layer : graph::graph_of(low_fused).layers) {

@@ -188,13 +188,13 @@ TEST(FuseElementwise, LoweredPrecisionCastsJoinTheChain) {
   Tensor w = net.add_small_constant(std::vector<double>(16, 0.37), DataType::kF32, {16}, "w");
   net.mark_output(net.add_activation("silu", net.add_binary("mul", x, w)), "y");
   builder::WeightPool pool;
-  const Network lowered = builder::lower_precision(net, DataType::kF16, pool);
+  const Network lowered = builder::lower_precision(net, DataType::kF16, pool, plugin::Device::kHost);
   const Network fused = builder::fuse_elementwise(lowered);
   EXPECT_THAT(ops(fused), ElementsAre("fused_elementwise"));
   EXPECT_THAT(program_ops(fused, 0), ElementsAre("cast", "mul", "silu", "cast"));
   EXPECT_EQ(graph::graph_of(fused).tensor(graph::graph_of(fused).outputs[0]).dtype, DataType::kF32);
   expect_same_results(lowered, fused, {{"x", {3, 16}}});
-  const Network bf16 = builder::lower_precision(net, DataType::kBF16, pool);
+  const Network bf16 = builder::lower_precision(net, DataType::kBF16, pool, plugin::Device::kHost);
   expect_same_results(bf16, builder::fuse_elementwise(bf16), {{"x", {3, 16}}});
 }
 

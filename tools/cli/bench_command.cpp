@@ -31,6 +31,7 @@ struct BenchOptions {
   bool per_step = false;
   bool cuda_graph = false;
   bool graph_mode = false;
+  std::vector<std::string> plugins;
 };
 
 // Values a model sees: small floats, zeros for integers (valid indices) and bools.
@@ -74,6 +75,7 @@ nlohmann::json percentiles(std::vector<double> values) {
 int bench(const BenchOptions& o) {
   if (o.iterations < 1 || o.warmup < 0 || o.input_sets < 1)
     throw InvalidArgumentError("--iterations and --input-sets must be >= 1, --warmup >= 0");
+  load_plugins(o.plugins);
   auto engine = load_engine(o.engine);
   auto ctx = engine->create_execution_context();
   std::map<std::string, Dims> shapes;
@@ -228,6 +230,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->footer(
       "Exit status: 0 measured; 1 unreadable engine, shapes outside the profile, or a failure while running; "
       "2 invalid usage.");
+  add_plugin_option(cmd, o->plugins);
   cmd->callback([&action, o] { action = [o] { return bench(*o); }; });
 }
 

@@ -31,6 +31,8 @@ void add_compare_command(CLI::App& app, Action& action);
 void add_cache_command(CLI::App& app, Action& action);
 // `tensoracle convert CHECKPOINT OUTPUT` (convert_command.cpp)
 void add_convert_command(CLI::App& app, Action& action);
+// `tensoracle bundle compile|inspect|inspect-library` (bundle_command.cpp)
+void add_bundle_command(CLI::App& app, Action& action);
 
 // `tensoracle build ...` and `tensoracle inspect ...` (engine_commands.cpp)
 void add_build_command(CLI::App& app, Action& action);
@@ -42,6 +44,10 @@ void add_bench_command(CLI::App& app, Action& action);
 std::vector<std::byte> read_engine_bytes(const std::string& path);
 std::string read_engine_manifest(const std::string& path);
 std::shared_ptr<const Engine> load_engine(const std::string& path);
+// `--plugin LIB` (repeatable) on `cmd`: plugin libraries (docs/plugins.md) that load_plugins loads before an engine or
+// a network with plugin layers is read.
+void add_plugin_option(CLI::App* cmd, std::vector<std::string>& libraries);
+void load_plugins(const std::vector<std::string>& libraries);
 // True when the file starts like an engine or a cache entry (else: a network JSON).
 bool looks_like_engine(const std::string& path);
 // "8x128" → Dims; "scalar" or "" → rank 0. InvalidArgumentError naming `what` otherwise.

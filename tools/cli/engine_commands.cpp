@@ -48,6 +48,7 @@ struct BuildOptions {
   std::string timing_cache;
   std::size_t max_scratch = std::size_t{256} << 20;
   bool quiet = false;
+  std::vector<std::string> plugins;
 };
 
 // "choosing kernels [#########.........] 120/218 encoder.layer.5.attention", fitted to the terminal's width.
@@ -63,6 +64,7 @@ void draw_progress(const BuildProgress& p) {
 }
 
 int build(const BuildOptions& o) {
+  load_plugins(o.plugins);
   BuilderConfig config;
   config.target = Target::parse(o.target);
   config.precision = parse_precision(o.precision);
@@ -144,6 +146,7 @@ void add_build_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-scratch", o->max_scratch, "largest scratch memory per context, in bytes")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "no progress messages");
+  add_plugin_option(cmd, o->plugins);
   cmd->footer(
       "Prints one JSON line describing the engine. Exit status: 0 built; 1 invalid network, profile or "
       "unsupported layer (the message names it); 2 invalid usage.");
@@ -152,15 +155,20 @@ void add_build_command(CLI::App& app, Action& action) {
 
 void add_inspect_command(CLI::App& app, Action& action) {
   auto path = std::make_shared<std::string>();
+  auto plugins = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand(
       "inspect",
       "Print an engine's manifest as JSON: target, precision, inputs with profiles, outputs, every step (layer, op, "
       "chosen kernel, output dtypes and shapes), the weights table and the memory plan. The engine is validated "
       "but not loaded onto a GPU.");
   cmd->add_option("ENGINE", *path, "engine file")->required();
-  cmd->footer("Exit status: 0 printed; 1 unreadable or invalid engine; 2 invalid usage.");
-  cmd->callback([&action, path] {
-    action = [path] {
+  add_plugin_option(cmd, *plugins);
+  cmd->footer(
+      "An engine with plugin layers needs its plugin libraries (--plugin; the manifest's \"plugins\" lists them). "
+      "Exit status: 0 printed; 1 unreadable or invalid engine, or a plugin library missing; 2 invalid usage.");
+  cmd->callback([&action, path, plugins] {
+    action = [path, plugins] {
+      load_plugins(*plugins);
       std::cout << read_engine_manifest(*path);
       return kExitOk;
     };

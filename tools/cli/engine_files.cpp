@@ -10,6 +10,7 @@
 #include "tensoracle/cache.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/error.hpp"
+#include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/sha256.hpp"
 
 namespace tensoracle::cli {
@@ -42,6 +43,16 @@ std::string read_engine_manifest(const std::string& path) { return Engine::inspe
 
 std::shared_ptr<const Engine> load_engine(const std::string& path) {
   return Engine::deserialize(read_engine_bytes(path), path);
+}
+
+void add_plugin_option(CLI::App* cmd, std::vector<std::string>& libraries) {
+  cmd->add_option("--plugin", libraries,
+                  "plugin library to load first (a shared library exporting tensoracle_get_plugin_creators; "
+                  "docs/plugins.md); repeat for several. Engines with plugin layers need their libraries loaded");
+}
+
+void load_plugins(const std::vector<std::string>& libraries) {
+  for (const auto& library : libraries) load_plugin_library(library);
 }
 
 bool looks_like_engine(const std::string& path) {

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string inputs;
   std::string output;
   std::vector<std::string> weights;
+  std::vector<std::string> plugins;
 };
 
 // Runs an engine: inputs from the safetensors file set the shapes; outputs come back to the host.
@@ -106,6 +107,7 @@ int run_engine(const RunOptions& options) {
 }
 
 int run(const RunOptions& options) {
+  load_plugins(options.plugins);
   if (looks_like_engine(options.network)) return run_engine(options);
   Network network = options.weights.empty()
                         ? Network::from_json_file(options.network)
@@ -167,6 +169,7 @@ void add_run_command(CLI::App& app, Action& action) {
       "weight files (.safetensors or .safetensors.index.json); default: the files the JSON names, relative to it");
   cmd->footer(
       "Exit status: 0 success; 1 invalid network, missing or ill-shaped input, unreadable file; 2 invalid usage.");
+  add_plugin_option(cmd, options->plugins);
   cmd->callback([&action, options] { action = [options] { return run(*options); }; });
 }
 

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/target.hpp"
+#include "graph/plugin_layer.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::backends {
@@ -238,9 +239,11 @@ class CpuBackend final : public Backend {
   }
   bool device_graph_passes() const override { return false; }
 
-  std::vector<std::string> kernel_candidates(const graph::Graph& /*graph*/, const graph::Layer& layer,
+  std::vector<std::string> kernel_candidates(const graph::Graph& graph, const graph::Layer& layer,
                                              Precision /*precision*/) const override {
     if (cpu::find_kernel(layer.op) == nullptr) return {};
+    if (layer.op == "plugin" && !graph::plugin_supports(graph, layer, plugin::Device::kHost))
+      throw UnsupportedError(graph::plugin_unsupported_message(graph, layer, "host (CPU)"));
     return {kernel_name(layer.op)};
   }
   std::size_t kernel_workspace_bytes(const std::string& /*kernel*/) const override { return 0; }

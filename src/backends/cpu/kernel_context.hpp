@@ -53,5 +53,6 @@ void register_reduction_kernels(std::vector<KernelEntry>& kernels);       // ker
 void register_data_movement_kernels(std::vector<KernelEntry>& kernels);   // kernels/data_movement.cpp
 void register_transformer_kernels(std::vector<KernelEntry>& kernels);     // kernels/transformer.cpp
 void register_quantization_kernels(std::vector<KernelEntry>& kernels);    // kernels/quantization.cpp
+void register_plugin_kernels(std::vector<KernelEntry>& kernels);          // kernels/plugin.cpp
 
 }  // namespace tensoracle::cpu

@@ -16,6 +16,7 @@ Kernel find_kernel(std::string_view op) {
     register_data_movement_kernels(all);
     register_transformer_kernels(all);
     register_quantization_kernels(all);
+    register_plugin_kernels(all);
     std::sort(all.begin(), all.end(), [](const KernelEntry& a, const KernelEntry& b) { return a.op < b.op; });
     return all;
   }();

@@ -103,7 +103,7 @@ struct KernelEntry {
   SupportsFn supports;
   PrepareFn prepare;
   LaunchFn launch;
-  std::size_t workspace_bytes = 0;      // scratch the kernel may use at most
+  std::size_t workspace_bytes = 0;      // scratch the kernel may use at most (0 with a workspace_for: no fixed bound)
   WorkspaceFn workspace_for = nullptr;  // what it needs for a given problem (none: workspace_bytes)
 };
 
@@ -142,6 +142,7 @@ void register_pooling_kernels(std::vector<KernelEntry>& kernels);            // 
 void register_resize_kernels(std::vector<KernelEntry>& kernels);             // kernels/resize.cu
 void register_quantization_kernels(std::vector<KernelEntry>& kernels);       // kernels/quantization.cu
 void register_fused_elementwise_kernels(std::vector<KernelEntry>& kernels);  // kernels/fused_elementwise.cu
+void register_plugin_kernels(std::vector<KernelEntry>& kernels);             // kernels/plugin.cpp
 
 // All registered kernels, sorted by op then in preference order.
 const std::vector<KernelEntry>& kernel_registry();

@@ -26,9 +26,10 @@ std::size_t kernel_workspace_for(const std::string& kernel, const graph::Graph& 
                                  const std::vector<Dims>& shapes, Precision precision, int device) {
   const KernelEntry* k = find_kernel_entry(kernel);
   if (k == nullptr) return 0;
-  if (k->workspace_for == nullptr || k->workspace_bytes == 0) return k->workspace_bytes;
+  if (k->workspace_for == nullptr) return k->workspace_bytes;
   DeviceGuard guard(device);
-  return std::min(k->workspace_bytes, k->workspace_for(graph, layer, shapes, precision));
+  const std::size_t needed = k->workspace_for(graph, layer, shapes, precision);
+  return k->workspace_bytes == 0 ? needed : std::min(k->workspace_bytes, needed);  // 0: no fixed bound (plugins)
 }
 
 namespace {

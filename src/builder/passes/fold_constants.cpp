@@ -26,7 +26,9 @@ Network fold_constants(const Network& network, WeightPool& pool, std::size_t max
 
   GraphRewriter rewriter(g);
   for (const auto& layer : g.layers) {
-    bool foldable = !layer.inputs.empty() && std::all_of(layer.inputs.begin(), layer.inputs.end(), is_constant);
+    // Plugin layers are never folded: the plugin decides where it runs, and its host code may differ from its kernels.
+    bool foldable = layer.op != "plugin" && !layer.inputs.empty() &&
+                    std::all_of(layer.inputs.begin(), layer.inputs.end(), is_constant);
     for (auto id : layer.outputs) {
       const Dims dims = g.static_dims(id);
       foldable = foldable && !is_output[static_cast<std::size_t>(id)] && dims.is_static() &&

@@ -1,6 +1,7 @@
 // Builder pass: lowers an f32 network to f16 or bf16 (weights converted, casts at the inputs and outputs).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -9,10 +10,46 @@
 #include "builder/passes/passes.hpp"
 #include "core/bytes.hpp"
 #include "graph/graph.hpp"
+#include "graph/plugin_layer.hpp"
 
 namespace tensoracle::builder {
 
-Network lower_precision(const Network& network, DataType low, WeightPool& pool) {
+namespace {
+
+// A plugin layer gets the lowered dtypes when its plugin supports them on the device; otherwise it keeps the dtypes
+// the network gave it, with casts from and back to the lowered ones around it.
+void lower_plugin_layer(GraphRewriter& rewriter, const graph::Layer& layer, DataType low, plugin::Device device) {
+  const graph::Graph& g = rewriter.source();
+  Network& net = rewriter.network();
+  std::vector<Tensor> inputs;
+  std::vector<DataType> dtypes;
+  for (auto id : layer.inputs) {
+    inputs.push_back(rewriter.get(id));
+    dtypes.push_back(net.dtype(inputs.back()));
+  }
+  if (graph::plugin_supports_dtypes(g, layer, dtypes, device)) {
+    rewriter.add_named_layer(layer, layer.op, inputs, layer.attrs);
+    return;
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const DataType original = g.tensor(layer.inputs[i]).dtype;
+    if (dtypes[i] == original) continue;
+    inputs[i] = net.add_layer("cast", {inputs[i]}, {{"to", std::string(to_string(original))}},
+                              fmt::format("{}/input{}/{}", layer.name, i, to_string(original)))[0];
+  }
+  const std::vector<Tensor> outputs = rewriter.add_named_layer(layer, layer.op, inputs, layer.attrs);
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    const std::int32_t id = layer.outputs[o];
+    const bool network_output = std::find(g.outputs.begin(), g.outputs.end(), id) != g.outputs.end();
+    if (net.dtype(outputs[o]) != DataType::kF32 || network_output) continue;
+    rewriter.set(id, net.add_layer("cast", {outputs[o]}, {{"to", std::string(to_string(low))}},
+                                   fmt::format("{}/{}", g.tensor(id).name, to_string(low)))[0]);
+  }
+}
+
+}  // namespace
+
+Network lower_precision(const Network& network, DataType low, WeightPool& pool, plugin::Device device) {
   const graph::Graph& g = graph::graph_of(network);
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
@@ -41,6 +78,10 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool) 
     rewriter.set(sid, net.add_constant(pool.add(t.name, low, dims, std::move(converted.bytes)), t.name));
   }
   for (const auto& layer : g.layers) {
+    if (layer.op == "plugin") {
+      lower_plugin_layer(rewriter, layer, low, device);
+      continue;
+    }
     Attributes attrs = layer.attrs;
     if (layer.op == "cast" || layer.op == "dequantize") {
       auto it = attrs.find("to");

@@ -5,6 +5,7 @@
 
 #include "builder/weight_pool.hpp"
 #include "tensoracle/network.hpp"
+#include "tensoracle/plugin.hpp"
 
 namespace tensoracle::builder {
 
@@ -20,8 +21,10 @@ Network fold_batch_norm(const Network& network, WeightPool& pool);  // passes/fo
 Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes);  // passes/fold_constants.cpp
 
 // Lowers every f32 tensor to `low` (f16 or bf16): f32 weights are converted, f32 inputs are cast
-// on entry and f32 outputs cast back on exit; casts and dequantizes to f32 produce `low` instead.
-Network lower_precision(const Network& network, DataType low, WeightPool& pool);  // passes/lower_precision.cpp
+// on entry and f32 outputs cast back on exit; casts and dequantizes to f32 produce `low` instead. Plugin layers get
+// `low` where their plugin supports it on `device`, else keep their dtypes with casts around them.
+Network lower_precision(const Network& network, DataType low, WeightPool& pool,
+                        plugin::Device device);  // passes/lower_precision.cpp
 
 // CUDA target: matmul(x, b) + row bias (b and the bias constants) becomes linear(x, bᵀ, bias).
 Network fuse_matmul_bias(const Network& network, WeightPool& pool);  // passes/fuse_epilogues.cpp

@@ -1,4 +1,5 @@
-// CUDA engine tests: results against the CPU reference, two contexts on two streams, CUDA graph capture and replay.
+// CUDA engine tests: results against the CPU reference, two contexts on two streams, CUDA graph capture and replay,
+// plugin layers as CUDA steps.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include "tensoracle/builder.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/logging.hpp"
+#include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/reference_executor.hpp"
 #include "tensoracle/system_info.hpp"
 #include "tensoracle/target_memory.hpp"
@@ -524,6 +526,163 @@ TEST(CudaEngine, FusedElementwiseChainsMatchTheCpuReference) {
       }
       EXPECT_EQ(got.at("q").bytes, want.at("q").bytes) << to_string(precision) << " rows " << rows;
     }
+  }
+}
+
+// The build's test plugin, or where TENSORACLE_TEST_PLUGIN says (a staged copy of the build).
+std::string test_plugin() {
+  const char* staged = std::getenv("TENSORACLE_TEST_PLUGIN");
+  return staged != nullptr ? staged : TENSORACLE_TEST_PLUGIN;
+}
+
+// y = relu(scale_bias(x [-1, 64], b, alpha = 1.5)) with the test plugin's CUDA kernel (f32, and f16 under fp16).
+struct PluginModel {
+  RandomWeights weights;
+  Network net;
+  explicit PluginModel(std::mt19937& rng) : weights(rng, {{"b", {64}}}) {
+    load_plugin_library(test_plugin());
+    Tensor x = net.add_input("x", DataType::kF32, {-1, 64});
+    Tensor b = net.add_constant(weights.file->get("b"));
+    Tensor y = net.add_plugin("test.scale_bias", "1", {x, b}, {{"alpha", 1.5}}, "scaled")[0];
+    net.mark_output(net.add_activation("relu", y), "y");
+  }
+  BuilderConfig config(Precision precision) const {
+    BuilderConfig c;
+    c.target = Target::cuda(0);
+    c.precision = precision;
+    c.add_profile("x", {1, 64}, {8, 64}, {32, 64});
+    return c;
+  }
+  // The plugin's math on the host, in double.
+  HostTensor expected(const HostTensor& x) const {
+    HostTensor y(DataType::kF32, x.shape);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      y.data<float>()[i] = static_cast<float>(std::max(0.0, 1.5 * x.data<float>()[i] + weights.data[0][i % 64]));
+    return y;
+  }
+};
+
+TEST(CudaPlugins, PluginStepsMatchTheirMathAtEachPrecision) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  PluginModel model(rng);
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    auto engine = Engine::deserialize(Builder(model.config(precision)).build(model.net));
+    const auto manifest = nlohmann::json::parse(engine->manifest_json());
+    std::string kernel, dtype;
+    for (const auto& step : manifest["steps"]) {
+      if (step["layer"] == "scaled") {
+        kernel = step["kernel"];
+        dtype = step["outputs"][0]["dtype"];
+      }
+    }
+    EXPECT_EQ(kernel, "plugin_cuda");
+    EXPECT_EQ(dtype, precision == Precision::kFp16 ? "f16" : "f32");  // the plugin's CUDA kernel takes f16
+    auto ctx = engine->create_execution_context();
+    TargetStream stream(Target::cuda(0));
+    const HostTensor x = random_input({5, 64}, rng);
+    TargetBuffer xb, yb;
+    const HostTensor y = run(*ctx, x, stream.get(), xb, yb);
+    EXPECT_LT(rel_l2(y, model.expected(x)), precision == Precision::kFp16 ? 2e-3 : 1e-6) << to_string(precision);
+  }
+}
+
+TEST(CudaPlugins, PluginStepsReplayInCapturedGraphsAndGraphMode) {
+  REQUIRE_GPU();
+  std::mt19937 rng(12);
+  PluginModel model(rng);
+  auto engine = Engine::deserialize(Builder(model.config(Precision::kFp32)).build(model.net));
+  auto ctx = engine->create_execution_context();
+  TargetStream stream(Target::cuda(0));
+  const HostTensor x = random_input({7, 64}, rng);
+  TargetBuffer xb, yb;
+  const HostTensor plain = run(*ctx, x, stream.get(), xb, yb);
+  EXPECT_LT(rel_l2(plain, model.expected(x)), 1e-6);
+  yb.fill(0xFF);
+  capture_and_replay(*ctx, stream.get(), 3);
+  EXPECT_EQ(read_back(yb, plain.shape).bytes, plain.bytes);
+  ctx->set_graph_mode(true);
+  for (int i = 0; i < 3; ++i) {
+    yb.fill(0xFF);
+    ctx->enqueue(stream.get());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_EQ(read_back(yb, plain.shape).bytes, plain.bytes);
+  }
+  EXPECT_EQ(ctx->graph_captures(), 1u);
+}
+
+TEST(CudaPlugins, TwoContextsRunPluginStepsConcurrently) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  PluginModel model(rng);
+  auto engine = Engine::deserialize(Builder(model.config(Precision::kFp32)).build(model.net));
+  const HostTensor x1 = random_input({32, 64}, rng), x2 = random_input({3, 64}, rng);
+  HostTensor y1, y2;
+  std::string failure;  // an exception leaving the thread would end the process
+  std::thread other([&] {
+    try {
+      auto ctx = engine->create_execution_context();
+      TargetStream stream(Target::cuda(0));
+      TargetBuffer xb, yb;
+      for (int i = 0; i < 20; ++i) y1 = run(*ctx, x1, stream.get(), xb, yb);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  {
+    auto ctx = engine->create_execution_context();
+    TargetStream stream(Target::cuda(0));
+    TargetBuffer xb, yb;
+    for (int i = 0; i < 20; ++i) y2 = run(*ctx, x2, stream.get(), xb, yb);
+  }
+  other.join();
+  ASSERT_EQ(failure, "");
+  EXPECT_LT(rel_l2(y1, model.expected(x1)), 1e-6);
+  EXPECT_LT(rel_l2(y2, model.expected(x2)), 1e-6);
+}
+
+TEST(CudaPlugins, ComputedShapesAndHostOnlyPluginsOnCuda) {
+  REQUIRE_GPU();
+  load_plugin_library(test_plugin());
+  Network net;
+  Tensor u = net.add_input("u", DataType::kF32, {-1});
+  Tensor v = net.add_input("v", DataType::kF32, {3});
+  const auto outs = net.add_plugin("test.outer", "1", {u, v}, {}, "outer");
+  net.mark_output(outs[0], "product");
+  net.mark_output(outs[1], "joined");
+  BuilderConfig c;
+  c.target = Target::cuda(0);
+  c.add_profile("u", {1}, {2}, {6});
+  auto engine = Engine::deserialize(Builder(c).build(net));
+  auto ctx = engine->create_execution_context();
+  ctx->set_input_shapes({{"u", {2}}});
+  EXPECT_EQ(ctx->tensor_shape("product"), (Dims{2, 3}));
+  const std::vector<float> hu{2, -3}, hv{1, 10, 100};
+  TargetBuffer ub(Target::cuda(0), 8), vb(Target::cuda(0), 12), pb(Target::cuda(0), 24), jb(Target::cuda(0), 20);
+  ub.copy_from_host(hu.data(), 8);
+  vb.copy_from_host(hv.data(), 12);
+  ctx->set_tensor_address("u", ub.data());
+  ctx->set_tensor_address("v", vb.data());
+  ctx->set_tensor_address("product", pb.data());
+  ctx->set_tensor_address("joined", jb.data());
+  ctx->enqueue(nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> product(6), joined(5);
+  pb.copy_to_host(product.data(), 24);
+  jb.copy_to_host(joined.data(), 20);
+  EXPECT_EQ(product, (std::vector<float>{2, 20, 200, -3, -30, -300}));
+  EXPECT_EQ(joined, (std::vector<float>{2, -3, 1, 10, 100}));
+
+  Network host_only;
+  Tensor x = host_only.add_input("x", DataType::kF32, {4});
+  host_only.mark_output(host_only.add_plugin("test.host_only", "1", {x}, {}, "cpu_copy")[0], "y");
+  BuilderConfig cuda;
+  cuda.target = Target::cuda(0);
+  try {
+    Builder(cuda).build(host_only);
+    ADD_FAILURE() << "a host-only plugin was built for CUDA";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no CUDA implementation"), std::string::npos) << e.what();
   }
 }
 
