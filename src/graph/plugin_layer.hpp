@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/op_def.hpp"
 #include "plugins/registry.hpp"
 #include "tensoracle/dims.hpp"
 #include "tensoracle/network.hpp"
@@ -35,7 +36,9 @@ class PluginFieldSet {
   std::vector<plugin::Field> items_;
 };
 
-// The plugin a layer names; GraphError naming the layer when no loaded library provides it.
+// The plugin a layer names (its type and version attributes, read through `attrs`: a layer's, or a shape function's
+// or a CPU kernel's context); GraphError naming the layer when no loaded library provides it.
+const plugins::RegisteredPlugin& plugin_of(const AttrReader& attrs);
 const plugins::RegisteredPlugin& plugin_of(const Layer& layer);
 
 // A tensor as the plugin sees it: dtype, linear format, dims (at most plugin::kMaxRank of them).

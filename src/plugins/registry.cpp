@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -33,14 +34,6 @@ struct Registry {
 Registry& registry() {
   static Registry* instance = new Registry();  // never destroyed: creators must outlive every engine
   return *instance;
-}
-
-bool valid_name(const char* text) {
-  if (text == nullptr || *text == '\0') return false;
-  std::string_view s(text);
-  return s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
-         });
 }
 
 }  // namespace
@@ -99,7 +92,8 @@ std::vector<LoadedPlugin> load_plugin_library(const std::filesystem::path& libra
   std::vector<std::pair<std::string, std::string>> keys;
   for (std::int32_t i = 0; i < count; ++i) {
     const plugin::PluginCreator* creator = creators[i];
-    if (creator == nullptr || !valid_name(creator->type()) || !valid_name(creator->version())) {
+    if (creator == nullptr || creator->type() == nullptr || creator->version() == nullptr ||
+        !plugins::valid_plugin_name(creator->type()) || !plugins::valid_plugin_name(creator->version())) {
       throw InvalidArgumentError(
           fmt::format("plugin library {}: creator {} has no valid type and version (names of letters, digits, '_', "
                       "'.' and '-', at most 128 characters)",
@@ -137,6 +131,12 @@ std::vector<LoadedPlugin> loaded_plugins() {
 }
 
 namespace plugins {
+
+bool valid_plugin_name(std::string_view name) {
+  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
+  });
+}
 
 const RegisteredPlugin* find_plugin(const std::string& type, const std::string& version) {
   Registry& r = registry();

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 #include "graph/op_def.hpp"
@@ -17,12 +16,6 @@ TENSORACLE_DATA_TYPES(TENSORACLE_X)
 #undef TENSORACLE_X
 
 namespace {
-
-bool valid_field_name(const std::string& name) {
-  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
-  });
-}
 
 plugin::DType to_plugin(DataType t) { return static_cast<plugin::DType>(static_cast<int>(t)); }
 
@@ -131,18 +124,10 @@ std::vector<OutputType> creator_outputs(const plugins::RegisteredPlugin& plugin,
 }
 
 std::vector<OutputType> infer_plugin(InferContext& ctx) {
-  const std::string type = ctx.get_string("type");
-  const std::string version = ctx.get_string("version");
-  const plugins::RegisteredPlugin* plugin = plugins::find_plugin(type, version);
-  if (plugin == nullptr) {
-    ctx.fail(fmt::format(
-        "no loaded plugin library provides plugin '{}' version '{}' (loaded: {}); load the library that does "
-        "(BuilderConfig::plugin_libraries, open_engine's plugin_libraries, load_plugin_library, --plugin LIB)",
-        type, version, plugins::loaded_plugins_summary()));
-  }
+  const plugins::RegisteredPlugin& plugin = plugin_of(ctx);
   std::vector<TensorType> inputs;
   for (std::size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i, "plugin input"));
-  return creator_outputs(*plugin, ctx.attrs(), ctx.dims(), inputs,
+  return creator_outputs(plugin, ctx.attrs(), ctx.dims(), inputs,
                          [&](const std::string& message) { ctx.fail(message); });
 }
 
@@ -154,7 +139,7 @@ Attributes plugin_attributes(const std::string& type, const std::string& version
   std::string order;
   std::set<std::string> seen;
   for (const auto& f : fields) {
-    if (!valid_field_name(f.name))
+    if (!plugins::valid_plugin_name(f.name))
       throw GraphError(
           fmt::format("plugin '{}' field '{}': field names are letters, digits, '_', '.' and '-'", type, f.name));
     if (!seen.insert(f.name).second)
@@ -223,18 +208,21 @@ std::string PluginErrorSink::text() const {
   return message_.empty() ? std::string("(the plugin gave no reason)") : message_;
 }
 
-const plugins::RegisteredPlugin& plugin_of(const Layer& layer) {
-  AttrReader attrs(layer.attrs, layer.name, layer.op);
+const plugins::RegisteredPlugin& plugin_of(const AttrReader& attrs) {
   const std::string type = attrs.get_string("type");
   const std::string version = attrs.get_string("version");
   const plugins::RegisteredPlugin* plugin = plugins::find_plugin(type, version);
   if (plugin == nullptr) {
-    attrs.fail(
-        fmt::format("no loaded plugin library provides plugin '{}' version '{}' (loaded: {}); load the "
-                    "library that does",
-                    type, version, plugins::loaded_plugins_summary()));
+    attrs.fail(fmt::format(
+        "no loaded plugin library provides plugin '{}' version '{}' (loaded: {}); load the library that does "
+        "(BuilderConfig::plugin_libraries, open_engine's plugin_libraries, load_plugin_library, --plugin LIB)",
+        type, version, plugins::loaded_plugins_summary()));
   }
   return *plugin;
+}
+
+const plugins::RegisteredPlugin& plugin_of(const Layer& layer) {
+  return plugin_of(AttrReader(layer.attrs, layer.name, layer.op));
 }
 
 plugin::TensorDesc plugin_tensor_desc(DataType dtype, const Dims& dims) {

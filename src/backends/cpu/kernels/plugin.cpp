@@ -13,11 +13,7 @@ namespace {
 // The reference backend keeps no state between calls, so the plugin's runtime object lives for one call: it is
 // created, configured for these shapes, run on the calling thread and destroyed.
 void plugin_layer(KernelContext& ctx) {
-  graph::Layer layer;  // plugin_of reads the type and version attributes
-  layer.name = ctx.layer_name();
-  layer.op = ctx.op();
-  layer.attrs = ctx.attrs();
-  const plugins::RegisteredPlugin& plugin = graph::plugin_of(layer);
+  const plugins::RegisteredPlugin& plugin = graph::plugin_of(ctx);
   const graph::PluginFieldSet fields(ctx.attrs());
   std::vector<plugin::TensorDesc> ins, outs;
   std::vector<const void*> in_data;
