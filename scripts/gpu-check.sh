@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 build=${1:-.device/build}
 out=${OUT:-/tmp/tensoracle-gpu-check}
 mkdir -p "$out"
+machine_ld_path=${LD_LIBRARY_PATH:-}  # the package tests run on the wheel's library, not the staged one
 export LD_LIBRARY_PATH="$PWD/$build/src:$PWD/$build/lib:${LD_LIBRARY_PATH:-}"
 export TENSORACLE_REQUIRE_GPU=1
 export TENSORACLE_CLI="$PWD/$build/tools/cli/tensoracle"
@@ -38,7 +39,7 @@ step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
 }
 nvidia-smi >"$out/nvidia-smi.log" 2>&1
 # GPU_CHECK_PART=tests runs everything but the sanitizers, =sanitizers (or =racecheck, =memcheck) only those;
-# =quick the CUDA engine tests, the op-conformance and model suites on the GPU only, =rest what =tests adds to
+# =package the wheel's tests and the driver-only check (about a minute); =quick the CUDA engine tests, the op-conformance and model suites on the GPU only, =rest what =tests adds to
 # =quick (the examples, the unit tests, the Python tests and the package's). quick, rest and sanitizers each fit one
 # 10-minute call.
 part=${GPU_CHECK_PART:-all}
@@ -46,11 +47,17 @@ step version "$TENSORACLE_CLI" --version
 if [[ $part == plugins ]]; then  # =plugins: plugin layers and cubin plugins only (a quick check of that work)
   step cuda_unit "$build/tests/tensoracle_cuda_tests" --gtest_filter='CudaPlugins.*'
   step python python3 -m pytest -q -p no:cacheprovider tests/python/test_plugin_cli.py
-  step python_package_build bash scripts/device-python-package.sh /tmp/tensoracle-site
-  step python_package env PYTHONPATH=/tmp/tensoracle-site \
-    LD_LIBRARY_PATH="/tmp/tensoracle-site/tensoracle/lib:$LD_LIBRARY_PATH" \
-    python3 -m pytest -q -p no:cacheprovider tests/python/package/test_example_plugin.py \
-    tests/python/package/test_plugins.py tests/python/package/test_bundle.py
+  step python_package_install bash scripts/device-install-wheel.sh /tmp/tensoracle-venv
+  step python_package env -u TENSORACLE_CLI LD_LIBRARY_PATH="$machine_ld_path" /tmp/tensoracle-venv/bin/python -m pytest -q \
+    -p no:cacheprovider tests/python/package/test_example_plugin.py tests/python/package/test_plugins.py \
+    tests/python/package/test_bundle.py
+  part=none
+fi
+if [[ $part == package ]]; then  # =package: the wheel in a fresh environment, its tests, and driver-only
+  step python_package_install bash scripts/device-install-wheel.sh /tmp/tensoracle-venv
+  step python_package env -u TENSORACLE_CLI LD_LIBRARY_PATH="$machine_ld_path" /tmp/tensoracle-venv/bin/python -m pytest -q \
+    -p no:cacheprovider tests/python/package
+  step driver_only env LD_LIBRARY_PATH="$machine_ld_path" bash scripts/driver-only-check.sh /tmp/tensoracle-venv
   part=none
 fi
 if [[ $part != sanitizers && $part != racecheck && $part != memcheck && $part != none ]]; then
@@ -76,13 +83,14 @@ rm -rf "$out/example"  # engines and weights: too large to bring back
 step float_refs python3 tests/python/gen_float_references.py "$TENSORACLE_FLOAT_REFS_DIR"
 step unit "$build/tests/tensoracle_unit_tests" --gtest_brief=1
 # The Python tests of the command and files (torch here is the machine's: test_convert.py reads what it writes),
-# then the Python package's own tests against an extension built here for this machine's python3.
+# then the Python package's own tests on its wheel (built here for this machine's Python) in a fresh environment,
+# and the wheel with the system's CUDA libraries hidden (only the driver and NVIDIA's wheels).
 step python python3 -m pytest -q -p no:cacheprovider tests/python --ignore=tests/python/test_conformance.py \
   --ignore=tests/python/package
-step python_package_build bash scripts/device-python-package.sh /tmp/tensoracle-site
-step python_package env PYTHONPATH=/tmp/tensoracle-site \
-  LD_LIBRARY_PATH="/tmp/tensoracle-site/tensoracle/lib:$LD_LIBRARY_PATH" \
-  python3 -m pytest -q -p no:cacheprovider tests/python/package
+step python_package_install bash scripts/device-install-wheel.sh /tmp/tensoracle-venv
+step python_package env -u TENSORACLE_CLI LD_LIBRARY_PATH="$machine_ld_path" /tmp/tensoracle-venv/bin/python -m pytest -q \
+  -p no:cacheprovider tests/python/package
+step driver_only env LD_LIBRARY_PATH="$machine_ld_path" bash scripts/driver-only-check.sh /tmp/tensoracle-venv
 fi
 fi
 # compute-sanitizer on the op suite's kernels that use shared memory or warp shuffles (racecheck) and on every

@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from tensoracle._cuda_libraries import library_dirs
+
 
 def binary_path() -> Path:
     """Path of the bundled `tensoracle` executable."""
@@ -18,6 +20,12 @@ def main() -> None:
     if not binary.is_file():
         sys.stderr.write(f"tensoracle: the bundled command is missing ({binary}); reinstall the package\n")
         raise SystemExit(127)
+    # The CUDA libraries of NVIDIA's wheels, when installed, come before the system's, as they do for the package
+    # (_cuda_libraries.preload): a machine with only a driver and those wheels runs the command too.
+    dirs = library_dirs()
+    if dirs:
+        existing = os.environ.get("LD_LIBRARY_PATH", "")
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + ([existing] if existing else []))
     os.execv(str(binary), [str(binary), *sys.argv[1:]])
 
 

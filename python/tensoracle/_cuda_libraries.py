@@ -8,11 +8,15 @@ import importlib.util
 import os
 
 # (library file pattern, wheel packages that may hold it): what libtensoracle.so links (cuBLASLt, cuDNN) and opens at
-# run time (NVRTC). CUDA 13's wheels put their libraries in nvidia/cu13/lib; older ones in nvidia/<name>/lib.
+# run time (NVRTC and its builtins). CUDA 13's wheels put their libraries in nvidia/cu13/lib; older ones in
+# nvidia/<name>/lib.
 _WHEEL_LIBRARIES = (
     ("libcublasLt.so.[0-9]*", ("nvidia.cu13", "nvidia.cublas")),
     ("libcudnn.so.[0-9]*", ("nvidia.cudnn", "nvidia.cu13")),
     ("libnvrtc.so.[0-9]*", ("nvidia.cu13", "nvidia.cuda_nvrtc")),
+    # NVRTC opens its builtins by name when it compiles; with no system copy (a driver-only machine) only a copy
+    # already loaded is found.
+    ("libnvrtc-builtins.so.[0-9]*", ("nvidia.cu13", "nvidia.cuda_nvrtc")),
 )
 
 
@@ -36,6 +40,17 @@ def preload() -> list:
         except OSError:
             pass  # unusable here: the system's copy is used instead
     return loaded
+
+
+def library_dirs() -> list:
+    """The folders of the wheel libraries found, in search order, without repeats (for the bundled command, which
+    the dynamic loader must be told about through LD_LIBRARY_PATH: an exec'd program inherits no preloads)."""
+    dirs = []
+    for pattern, packages in _WHEEL_LIBRARIES:
+        path = _find(pattern, packages)
+        if path is not None and os.path.dirname(path) not in dirs:
+            dirs.append(os.path.dirname(path))
+    return dirs
 
 
 def _find(pattern: str, packages: tuple) -> "str | None":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -23,6 +24,41 @@ def test_stubs_and_marker_ship():
     text = stub.read_text()
     for name in ("class Network", "class WeightStore", "class BuilderConfig", "def open_engine", "def add_linear"):
         assert name in text, name
+
+
+def test_cubin_plugin_sources_ship_in_the_reference_layout():
+    # docs/cubin-plugins.md: a model package passes this folder to CMake as TENSORACLE_CPP_ROOT.
+    cpp = PACKAGE / "cpp"
+    for name in ("include/tensoracle/cubin_plugin.hpp", "include/tensoracle/plugin.hpp",
+                 "include/tensoracle/cubin_bundle.hpp", "src/cubin_plugin.cpp", "cmake/TensoracleCubinPlugin.cmake",
+                 "cmake/TensoracleCuda.cmake", "cmake/tensoracle_plugin.map"):
+        assert (cpp / name).is_file(), name
+    try:
+        located = Path(metadata.distribution("tensoracle").locate_file("tensoracle/cpp"))
+    except metadata.PackageNotFoundError:
+        return  # a development tree: no distribution to ask
+    assert located.resolve() == cpp.resolve()
+
+
+def test_the_library_is_one_file_named_by_its_soname():
+    files = sorted((PACKAGE / "lib").iterdir())
+    assert [f.name for f in files] == [f"libtensoracle.so.{'.'.join(tensoracle.__version__.split('.')[:2])}"]
+    assert not files[0].is_symlink()
+
+
+def test_cuda_wheel_library_folders_are_found_in_search_order(tmp_path):
+    # NVIDIA's CUDA 13 wheels: nvidia/cu13/lib (cuBLASLt, NVRTC) and nvidia/cudnn/lib, as namespace packages; these come
+    # first on the path, before any real ones installed here.
+    files = (("cu13", "libcublasLt.so.13"), ("cu13", "libnvrtc.so.13"), ("cu13", "libnvrtc-builtins.so.13.0"),
+             ("cudnn", "libcudnn.so.9"))
+    for folder, name in files:
+        (tmp_path / "nvidia" / folder / "lib").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "nvidia" / folder / "lib" / name).write_bytes(b"")
+    code = "import tensoracle._cuda_libraries as c; print('\\n'.join(c.library_dirs()))"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(tmp_path / "nvidia" / "cu13" / "lib"), str(tmp_path / "nvidia" / "cudnn" / "lib")]
 
 
 def test_every_public_name_has_a_docstring():
