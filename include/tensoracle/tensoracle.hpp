@@ -14,6 +14,7 @@
 #include "tensoracle/logging.hpp"
 #include "tensoracle/network.hpp"
 #include "tensoracle/plugin_registry.hpp"
+#include "tensoracle/pointer_location.hpp"
 #include "tensoracle/reference_executor.hpp"
 #include "tensoracle/safetensors.hpp"
 #include "tensoracle/sha256.hpp"

@@ -13,6 +13,7 @@
 #include "tensoracle/builder.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/error.hpp"
+#include "tensoracle/pointer_location.hpp"
 
 namespace tensoracle::python {
 namespace {
@@ -299,6 +300,24 @@ void bind_engine(nb::module_& m) {
             return out;
           },
           nb::arg("stream") = 0, "Enqueues with timing around each step, synchronizes, returns per-step times.");
+
+  m.def(
+      "locate_pointer",
+      [](std::uintptr_t address) {
+        const PointerLocation where = locate_pointer(reinterpret_cast<const void*>(address));
+        const char* kind = "unknown";
+        switch (where.kind) {
+          case MemoryKind::kHost: kind = "host"; break;
+          case MemoryKind::kPinnedHost: kind = "pinned_host"; break;
+          case MemoryKind::kDevice: kind = "device"; break;
+          case MemoryKind::kManaged: kind = "managed"; break;
+          case MemoryKind::kUnknown: break;
+        }
+        return nb::make_tuple(kind, where.device);
+      },
+      nb::arg("address"),
+      "Where CUDA says an address points: (kind, device) with kind 'host', 'pinned_host', 'device', 'managed' or "
+      "'unknown' (no CUDA backend or driver) and device -1 unless device or managed memory.");
 
   m.def(
       "dlpack_info",

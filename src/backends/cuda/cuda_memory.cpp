@@ -6,6 +6,26 @@
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/device_guard.hpp"
+#include "tensoracle/pointer_location.hpp"
+
+namespace tensoracle {
+
+PointerLocation locate_pointer(const void* address) noexcept {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, address) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it, so that the caller's next check does not see it
+    return {};
+  }
+  switch (attributes.type) {
+    case cudaMemoryTypeUnregistered: return {MemoryKind::kHost, -1};
+    case cudaMemoryTypeHost: return {MemoryKind::kPinnedHost, -1};
+    case cudaMemoryTypeDevice: return {MemoryKind::kDevice, attributes.device};
+    case cudaMemoryTypeManaged: return {MemoryKind::kManaged, attributes.device};
+  }
+  return {};
+}
+
+}  // namespace tensoracle
 
 namespace tensoracle::cuda {
 

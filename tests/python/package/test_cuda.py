@@ -177,6 +177,32 @@ def test_host_and_wrong_buffers_are_refused_naming_the_tensor(handle):
         execution.set_tensor_address("x", torch.zeros((small_model.IN, 2), device="cuda").t())
 
 
+class HostCudaArrayInterface:
+    """__cuda_array_interface__ over host memory: what a wrong or careless producer hands over."""
+
+    def __init__(self, array):
+        self._array = array
+        self.__cuda_array_interface__ = {"shape": array.shape, "typestr": array.dtype.str, "strides": None,
+                                         "data": (array.ctypes.data, False), "version": 3}
+
+
+def test_cuda_array_interface_buffers_are_located_by_cuda(handle):
+    # The protocol names no device: CUDA's pointer attributes give it, so host memory is refused before anything runs.
+    execution = handle.create_execution()
+    execution.set_input_shapes({"x": (2, small_model.IN)})
+    host = np.zeros((2, small_model.IN), np.float32)
+    with pytest.raises(tensoracle.InvalidArgumentError, match="input 'x'.* host memory, not device.*CUDA device 0"):
+        execution.set_tensor_address("x", HostCudaArrayInterface(host))
+    pinned = torch.zeros((2, small_model.IN)).pin_memory()
+    with pytest.raises(tensoracle.InvalidArgumentError, match="input 'x'.*pinned host memory"):
+        execution.set_tensor_address("x", HostCudaArrayInterface(pinned.numpy()))
+    on_device = torch.zeros((2, small_model.IN), device="cuda")
+    assert tensoracle._tensoracle.locate_pointer(host.ctypes.data) == ("host", -1)
+    assert tensoracle._tensoracle.locate_pointer(pinned.data_ptr())[0] == "pinned_host"
+    assert tensoracle._tensoracle.locate_pointer(on_device.data_ptr()) == ("device", torch.cuda.current_device())
+    execution.set_tensor_address("x", CudaArrayInterfaceOnly(on_device))  # accepted
+
+
 @pytest.mark.parametrize("order", ["import tensoracle, torch", "import torch, tensoracle"])
 def test_tensoracle_and_torch_in_one_process_in_either_order(order):
     # Each once aborted the process when tensoracle came first (two copies of cuDNN).
