@@ -30,10 +30,7 @@ def preload() -> list:
     nothing, and the system's libraries are used.
     """
     loaded = []
-    for pattern, packages in _WHEEL_LIBRARIES:
-        path = _find(pattern, packages)
-        if path is None:
-            continue
+    for path in _found():
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             loaded.append(path)
@@ -46,11 +43,15 @@ def library_dirs() -> list:
     """The folders of the wheel libraries found, in search order, without repeats (for the bundled command, which
     the dynamic loader must be told about through LD_LIBRARY_PATH: an exec'd program inherits no preloads)."""
     dirs = []
-    for pattern, packages in _WHEEL_LIBRARIES:
-        path = _find(pattern, packages)
-        if path is not None and os.path.dirname(path) not in dirs:
+    for path in _found():
+        if os.path.dirname(path) not in dirs:
             dirs.append(os.path.dirname(path))
     return dirs
+
+
+def _found() -> list:
+    """The path of each wheel library of _WHEEL_LIBRARIES that is installed, in that order."""
+    return [path for path in (_find(pattern, packages) for pattern, packages in _WHEEL_LIBRARIES) if path is not None]
 
 
 def _find(pattern: str, packages: tuple) -> "str | None":

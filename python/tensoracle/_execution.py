@@ -134,22 +134,20 @@ class EngineExecution:
                 f"{role} '{name}': the buffer ({buffer.protocol}) is in {buffer.device} memory but this engine "
                 f"({self._engine.target}) needs {where}"
             )
-        if self._device == "cuda" and buffer.device_id is None and buffer.address != 0:
+        device_id = buffer.device_id
+        if self._device == "cuda" and device_id is None and buffer.address != 0:
             # __cuda_array_interface__ names no device: CUDA says where the pointer is (unknown without a driver).
-            kind, device_id = _tensoracle.locate_pointer(buffer.address)
+            kind, located = _tensoracle.locate_pointer(buffer.address)
             if kind in ("host", "pinned_host"):
                 raise _tensoracle.InvalidArgumentError(
                     f"{role} '{name}': the buffer ({buffer.protocol}) points to {kind.replace('_', ' ')} memory, not "
                     f"device memory, but this engine ({self._engine.target}) needs {where}"
                 )
-            if kind in ("device", "managed") and device_id != self._device_id:
-                raise _tensoracle.InvalidArgumentError(
-                    f"{role} '{name}': the buffer is on CUDA device {device_id} but the engine runs on "
-                    f"device {self._device_id}"
-                )
-        if self._device == "cuda" and buffer.device_id is not None and buffer.device_id != self._device_id:
+            if kind in ("device", "managed"):
+                device_id = located
+        if self._device == "cuda" and device_id is not None and device_id != self._device_id:
             raise _tensoracle.InvalidArgumentError(
-                f"{role} '{name}': the buffer is on CUDA device {buffer.device_id} but the engine runs on "
+                f"{role} '{name}': the buffer is on CUDA device {device_id} but the engine runs on "
                 f"device {self._device_id}"
             )
         expected_dtype = self._ctx.tensor_dtype(name)
