@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Kernel micro-benchmarks on the GPU: one-layer fp16 engines at the shapes of BERT-large (batch 32, seq 384), timed
-with `tensoracle bench --per-step` and set against the device-to-device copy limit, optionally profiled with ncu.
+"""Kernel micro-benchmarks on the GPU: one-layer fp16 engines at the shapes of BERT-large (batch 32, seq 384) and of
+ResNet-50's stem (batch 256), timed with `tensoracle bench --per-step` and set against the device-to-device copy limit,
+optionally profiled with ncu.
 
     python3 bench/kernel_profile.py --cli .device/build/tools/cli/tensoracle --out $OUT/kernels [--ncu]
 
@@ -36,7 +37,7 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
-def cases(rows, hidden, ffn, batch, seq, heads):
+def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
     rng = np.random.default_rng(0)
     h16 = lambda *s: (rng.standard_normal(s) * 0.1).astype(np.float16)  # noqa: E731
     d = hidden // heads
@@ -59,6 +60,12 @@ def cases(rows, hidden, ffn, batch, seq, heads):
         "layers": [{"name": "sum", "op": "add", "inputs": ["x", "r"], "outputs": ["y"]}],
     }
     yield {
+        "name": "linear", "flops": 2 * rows * hidden * ffn,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+        "weights": {"w": h16(ffn, hidden), "b": h16(ffn)},
+        "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["y"]}],
+    }
+    yield {
         "name": "linear_gelu_erf", "flops": 2 * rows * hidden * ffn,
         "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
         "weights": {"w": h16(ffn, hidden), "b": h16(ffn)},
@@ -70,6 +77,27 @@ def cases(rows, hidden, ffn, batch, seq, heads):
         "inputs": [{"name": "qkv", "dtype": "f16", "shape": [batch, seq, 3 * hidden]}], "weights": {},
         "layers": [{"name": "attn", "op": "attention", "inputs": ["qkv", "qkv", "qkv"], "outputs": ["y"],
                     "attrs": {"layout": "packed", "heads": heads, "kv_heads": heads}}],
+    }
+
+
+    # ResNet-50's stem: 7x7 stride 2 on the 3 channels of 224x224 images, bias and relu (channels last, the input
+    # channels padded to 8 by the builder).
+    yield {
+        "name": "stem_conv", "flops": 2 * image_batch * 64 * 112 * 112 * 3 * 49,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [image_batch, 3, 224, 224]}],
+        "weights": {"w": h16(64, 3, 7, 7), "b": h16(64)},
+        "layers": [{"name": "conv1", "op": "conv", "inputs": ["x", "w", "b"], "outputs": ["c"],
+                    "attrs": {"stride": [2, 2], "padding": [3, 3]}},
+                   {"name": "relu", "op": "relu", "inputs": ["c"], "outputs": ["y"]}],
+    }
+
+    # ViT-B/16's patch embedding at batch 128: 16x16 patches, stride 16 (one product over the patches on CUDA).
+    yield {
+        "name": "patch_conv", "flops": 2 * 128 * 768 * 196 * 3 * 256,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [128, 3, 224, 224]}],
+        "weights": {"w": h16(768, 3, 16, 16), "b": h16(768)},
+        "layers": [{"name": "conv_proj", "op": "conv", "inputs": ["x", "w", "b"], "outputs": ["y"],
+                    "attrs": {"stride": [16, 16]}}],
     }
 
 
@@ -100,6 +128,7 @@ def main():
     p.add_argument("--seq", type=int, default=384)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--image-batch", type=int, default=256, help="images of the stem_conv case")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -107,7 +136,7 @@ def main():
     print(f"copy limit (read + write): {limit:.0f} GB/s")
     only = set(filter(None, a.only.split(",")))
     rows = a.batch * a.seq
-    for case in cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads):
+    for case in cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads, a.image_batch):
         if only and case["name"] not in only:
             continue
         d = out / case["name"]
@@ -119,8 +148,9 @@ def main():
         (d / "net.json").write_text(json.dumps(net))
         engine = d / "net.engine"
         t0 = time.time()
-        b = subprocess.run([a.cli, "build", str(d / "net.json"), "-o", str(engine), "-t", "cuda", "-p", "fp16", "-q"],
+        b = subprocess.run([a.cli, "build", str(d / "net.json"), "-o", str(engine), "-t", "cuda", "-p", "fp16", "-v"],
                            capture_output=True, text=True)
+        timed = [ln.split("build: ", 1)[1] for ln in b.stderr.splitlines() if "build: timed " in ln]
         if b.returncode != 0:
             print(f"{case['name']}: build failed: {b.stderr.strip()[-800:]}")
             continue
@@ -138,6 +168,8 @@ def main():
         if "flops" in case:
             line += f", {case['flops'] / (total * 1e-3) / 1e12:.0f} TFLOP/s"
         print(line)
+        for t in timed:  # each candidate's median time (tensoracle build -v)
+            print(f"    {t}")
         for s in steps:
             print(f"    {json.dumps(s)}")
         if a.ncu:

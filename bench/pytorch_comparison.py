@@ -260,10 +260,11 @@ def measure_limits(device: str, tiny: bool) -> dict:
 
 # ---- results ----
 
-def engine_flops(manifest: dict) -> float:
+def engine_flops(manifest: dict) -> tuple[float, dict[str, float], dict[str, str]]:
     """Multiply-add work of an engine at its opt shapes, from its manifest (tensoracle inspect): 2·M·N·K for linear
     and matmul, 2·output·(C/groups·KH·KW) for conv, 2·B·H·Sq·Skv·(D + Dv) for attention (half for causal masks: the
-    keys a row does not see are skipped). Other steps count as 0."""
+    keys a row does not see are skipped). Other steps count as 0. Returns the total, the work of each step's layer,
+    and each step's op."""
     shapes = {w["tensor"]: w["shape"] for w in manifest.get("weights", [])}
     for t in manifest.get("inputs", []):
         shapes[t["name"]] = t["profile"]["opt"]
@@ -272,7 +273,10 @@ def engine_flops(manifest: dict) -> float:
         if "shape" in c:
             shapes.setdefault(c["name"], c["shape"])
     total = 0.0
+    by_layer, ops = {}, {}
     for step in manifest.get("steps", []):
+        ops[step["layer"]] = step["op"]
+        before = total
         outs = [o["opt_shape"] for o in step["outputs"]]
         for o in step["outputs"]:
             shapes[o["name"]] = o["opt_shape"]
@@ -300,7 +304,9 @@ def engine_flops(manifest: dict) -> float:
                 total += work / 2 if a.get("causal") else work
         except (TypeError, IndexError, KeyError, ZeroDivisionError):
             pass
-    return total
+        if total > before:
+            by_layer[step["layer"]] = total - before
+    return total, by_layer, ops
 
 
 def fmt_ms(v) -> str:
@@ -413,12 +419,29 @@ class Results:
                 row = rows_with_steps[-1]
                 steps = sorted(row["ours"]["steps"], key=lambda s: -s["median_ms"])
                 total = row["ours"].get("steps_total_ms") or sum(s["median_ms"] for s in steps) or 1.0
+                fb = model.get("flops_at_batch") or {}
+                work = fb.get("by_layer", {}) if fb.get("batch") == row["batch"] else {}
+                ops = fb.get("step_ops", {}) if fb.get("batch") == row["batch"] else {}
+                mm_limit = get(self.data.get("limits"), "matmul", "tflops")
+                # Time per op kind (sums of step medians), then the slowest steps with each product's rate.
+                kinds = {}
+                for st in steps:
+                    kind = ops.get(st["layer"], st["kernel"].split("_")[0])
+                    n, t = kinds.get(kind, (0, 0.0))
+                    kinds[kind] = (n + 1, t + st["median_ms"])
                 sec = [f"### {model['title']}, batch {row['batch']}: top 10 of {len(steps)} steps "
                        f"(sum of step medians {fmt_ms(total)} ms)", "",
-                       "| # | layer | kernel | median ms | share |", "| ---: | --- | --- | ---: | ---: |"]
+                       "By op: " + ", ".join(f"{k} {fmt_ms(t)} ms ({n})" for k, (n, t) in
+                                             sorted(kinds.items(), key=lambda kv: -kv[1][1])), "",
+                       "| # | layer | kernel | median ms | share | TFLOP/s (of matmul limit) |",
+                       "| ---: | --- | --- | ---: | ---: | ---: |"]
                 for i, s in enumerate(steps[:10]):
+                    rate = "—"
+                    if work.get(s["layer"]) and s["median_ms"] > 0:
+                        tf = work[s["layer"]] / (s["median_ms"] * 1e-3) / 1e12
+                        rate = f"{tf:.0f}" + (f" ({100 * tf / mm_limit:.0f} %)" if mm_limit else "")
                     sec.append(f"| {i + 1} | {s['layer']} | {s['kernel']} | {fmt_ms(s['median_ms'])} | "
-                               f"{100 * s['median_ms'] / total:.1f} % |")
+                               f"{100 * s['median_ms'] / total:.1f} % | {rate} |")
                 steps_sections += sec + [""]
         lines += ["", "Latencies are per inference at these shapes, one synchronize per run: ours = `tensoracle bench` "
                   "target_time_ms (CUDA events around the enqueue), PyTorch = CUDA events around the call (wall clock on "
@@ -669,7 +692,8 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
                 rec["arena_bytes"] = manifest["memory"].get("arena_bytes")
                 rec["scratch_bytes"] = manifest["memory"].get("scratch_bytes")
                 rec["engine_steps"] = len(manifest.get("steps", []))
-                rec["flops_at_batch"] = {"batch": large, "flops": engine_flops(manifest)}
+                flops, by_layer, ops = engine_flops(manifest)
+                rec["flops_at_batch"] = {"batch": large, "flops": flops, "by_layer": by_layer, "step_ops": ops}
                 rec["engine_weights_ratio"] = build["engine_bytes"] / rec["packed_weights_bytes"]
             except Exception as e:  # noqa: BLE001
                 rec["inspect_error"] = f"unreadable manifest: {short_error(e)}"

@@ -8,23 +8,12 @@ cd "$(dirname "$0")/.."
 build=${1:-.device/build}
 out=${OUT:-/tmp/tensoracle-gpu-check}
 mkdir -p "$out"
-machine_ld_path=${LD_LIBRARY_PATH:-}  # the package tests run on the wheel's library, not the staged one
-export LD_LIBRARY_PATH="$PWD/$build/src:$PWD/$build/lib:${LD_LIBRARY_PATH:-}"
-export TENSORACLE_REQUIRE_GPU=1
-export TENSORACLE_CLI="$PWD/$build/tools/cli/tensoracle"
+source scripts/device-env.sh  # LD_LIBRARY_PATH (machine_ld_path keeps the machine's), TENSORACLE_CLI, NVRTC
 export TENSORACLE_SAFETENSORS_REWRITE="$PWD/$build/tests/safetensors_rewrite"
 export TENSORACLE_FLOAT_REFS_DIR="$PWD/$build/float_refs_device"
 export TENSORACLE_CACHE_OPEN_CHILD="$PWD/$build/tests/cache_open_child"
 export TENSORACLE_TEST_PLUGIN="$PWD/$build/tests/plugins/libtensoracle_test_plugin.so"
 export TENSORACLE_EXAMPLE_PLUGIN="$PWD/$build/examples/libtensoracle_example_cubin_plugin.so"
-# NVRTC (the builder compiles generated kernels with it): the system's, else the CUDA runtime's or a PyTorch
-# (nvidia-*) wheel's copy.
-if ! ldconfig -p | grep -q 'libnvrtc.so.13 '; then
-  site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
-  nvrtc=$(find /usr/local /usr/lib /opt $site -name 'libnvrtc.so.13' 2>/dev/null | head -n 1)
-  [[ -n $nvrtc ]] && export LD_LIBRARY_PATH="$(dirname "$nvrtc"):$LD_LIBRARY_PATH"
-fi
-echo "NVRTC: ${nvrtc:-$(ldconfig -p | grep -m1 'libnvrtc.so.13 ' || echo 'not found')}"
 summary=()
 step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail
   local name=$1

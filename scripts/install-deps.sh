@@ -43,6 +43,14 @@ if ! "$python" -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.pat
   PIP_BREAK_SYSTEM_PACKAGES=1 "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore nvidia-cudnn-frontend
 fi
 
+# The CUDA backend's Hopper products with fused epilogues include CUTLASS, header-only C++ that PyPI ships in
+# nvidia-cutlass (site-packages/cutlass_library/source). Only its headers are used: --no-deps leaves out the Python
+# packages its own Python interface needs.
+if ! "$python" -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['purelib'], 'cutlass_library', 'source', 'include', 'cutlass', 'cutlass.h')))" 2>/dev/null; then
+  echo "install-deps: installing CUTLASS's headers (nvidia-cutlass) for $("$python" -c 'import sys; print(sys.executable)')"
+  PIP_BREAK_SYSTEM_PACKAGES=1 "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps nvidia-cutlass
+fi
+
 # The op-conformance and model tests compare with PyTorch: Debian's python3-torch (1.13, CPU) lives
 # in /usr/bin/python3, which also needs safetensors and pytest.
 torch_python=/usr/bin/python3

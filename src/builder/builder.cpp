@@ -111,12 +111,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   }
   net = builder::remove_dead_layers(net);
   if (backend.device_graph_passes()) {
-    net = builder::fuse_matmul_bias(net, pool);
-    // After fuse_matmul_bias (whose linears it takes too), before fuse_epilogues (it takes plain products only).
-    net = builder::fuse_qkv_projections(net, pool);
-    net = builder::fuse_epilogues(net);
-    net = builder::to_channels_last(net, pool);
-    net = builder::remove_dead_layers(builder::fuse_attention_layout(net));
+    net = builder::device_layout_passes(net, pool);
     // Elementwise chains become generated kernels when their compiler (NVRTC) can be loaded; without it they keep the
     // precompiled kernels (slower: one step per op), and the build says so.
     try {

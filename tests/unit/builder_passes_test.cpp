@@ -134,6 +134,120 @@ TEST(BuilderPasses, ChannelsLastKeepsResultsAndTransposesOnlyAtTheEdges) {
   EXPECT_EQ(count_ops(f32, "transpose"), 0);
 }
 
+TEST(BuilderPasses, ConvolutionsOfAnImageReadItsChannelsPaddedToEight) {
+  Constants c;
+  Network net;
+  // A CNN stem (7x7 stride 2 on 3 channels, relu, max pool) and a ViT-like patch projection of the same image; a
+  // depthwise convolution (groups = channels) is left as it is.
+  Tensor x = net.add_input("x", DataType::kF32, {2, 3, 16, 16});
+  ConvOptions stem;
+  stem.stride = {2, 2};
+  stem.padding = {3, 3};
+  Tensor h =
+      net.add_activation("relu", net.add_convolution(x, c.add(net, "w1", {4, 3, 7, 7}), c.add(net, "b1", {4}), stem));
+  PoolOptions pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  pool.padding = {1, 1};
+  net.mark_output(net.add_pool2d(h, PoolType::kMax, pool), "stem");
+  ConvOptions patch;
+  patch.stride = {4, 4};
+  net.mark_output(net.add_convolution(x, c.add(net, "w2", {6, 3, 4, 4}), c.add(net, "b2", {6}), patch), "patches");
+  ConvOptions depthwise;
+  depthwise.groups = 3;
+  depthwise.padding = {1, 1};
+  net.mark_output(net.add_convolution(x, c.add(net, "w3", {3, 1, 3, 3}), {}, depthwise), "depthwise");
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
+  Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
+  const graph::Graph& g = graph::graph_of(last);
+  EXPECT_EQ(count_ops(last, "pad"), 1);  // one padded copy of x serves both convolutions
+  int padded = 0;
+  for (const auto& layer : g.layers) {
+    if (layer.op != "conv") continue;
+    const Dims w = g.static_dims(layer.inputs[1]);
+    const Dims in = g.static_dims(layer.inputs[0]);
+    if (w[3] == 1) {  // the depthwise one: 3 channels, one per group
+      EXPECT_EQ(in[3], 3) << layer.name;
+      continue;
+    }
+    EXPECT_EQ(in[3], 8) << layer.name;
+    EXPECT_EQ(w[3], 8) << layer.name;
+    ++padded;
+  }
+  EXPECT_EQ(padded, 2);
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 3, 16, 16}, 7)}};
+  auto want = run_reference(net, in), got = run_reference(last, in);
+  for (const char* name : {"stem", "patches", "depthwise"})
+    EXPECT_LT(rel_l2(got.at(name), want.at(name)), 5e-3) << name;
+}
+
+TEST(BuilderPasses, PatchConvolutionsBecomeOneProduct) {
+  Constants c;
+  Network net;
+  // ViT's patch embedding (4x4 patches of a 3-channel image, dynamic batch), a rectangular 2x4 patching without a
+  // bias, and convolutions that are not patchings (overlapping windows, padding, a 1x1 kernel) left as they are.
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 3, 8, 16});
+  ConvOptions patch;
+  patch.stride = {4, 4};
+  net.mark_output(net.add_convolution(x, c.add(net, "w1", {5, 3, 4, 4}), c.add(net, "b1", {5}), patch), "patches");
+  ConvOptions rect;
+  rect.stride = {2, 4};
+  net.mark_output(net.add_convolution(x, c.add(net, "w2", {6, 3, 2, 4}), {}, rect), "rect");
+  ConvOptions overlap;
+  overlap.stride = {2, 2};
+  net.mark_output(net.add_convolution(x, c.add(net, "w3", {4, 3, 4, 4}), {}, overlap), "overlap");
+  ConvOptions padded = patch;
+  padded.padding = {2, 2};
+  net.mark_output(net.add_convolution(x, c.add(net, "w4", {4, 3, 4, 4}), {}, padded), "padded");
+  net.mark_output(net.add_convolution(x, c.add(net, "w5", {4, 3, 1, 1})), "pointwise");
+  // ViT's own: a layer whose output has its name, flattened and transposed to [N, patches, E] (the product's rows,
+  // reshaped: no transpose back to channels first and none after).
+  Attributes vit_attrs{{"stride", std::vector<std::int64_t>{4, 4}}};
+  Tensor vit =
+      net.add_layer("conv", {x, c.add(net, "w6", {7, 3, 4, 4}), c.add(net, "b6", {7})}, vit_attrs, "conv_proj")[0];
+  net.rename_tensor(vit, "conv_proj");
+  Tensor flat = net.add_layer("reshape", {vit}, Attributes{{"shape", std::vector<std::int64_t>{0, 7, 8}}},
+                              "conv_proj.flatten")[0];
+  net.mark_output(net.add_layer("transpose", {flat}, Attributes{{"perm", std::vector<std::int64_t>{0, 2, 1}}},
+                                "conv_proj.permute")[0],
+                  "tokens");
+  Network products = builder::patch_convolutions(net, c.pool);
+  EXPECT_EQ(count_ops(products, "conv"), 3);
+  EXPECT_EQ(count_ops(products, "linear"), 3);
+  // One transpose per patching gathers its patches; two of them go back to channels first; ViT's needs neither.
+  EXPECT_EQ(count_ops(products, "transpose"), 5);
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 3, 8, 16}, 8)}};
+  auto want = run_reference(net, in), got = run_reference(products, in);
+  for (const char* name : {"patches", "rect", "overlap", "padded", "pointwise", "tokens"}) {
+    EXPECT_LT(rel_l2(got.at(name), want.at(name)), 1e-6) << name;
+  }
+}
+
+TEST(BuilderPasses, DeviceLayoutPassesKeepAViTBlocksResults) {
+  Constants c;
+  Network net;
+  // A ViT in miniature, named as torchvision's export names it: patch embedding (conv named as its output, flatten,
+  // transpose), layer norm, an MLP with erf GELU and the residual; lowered to f16 first, as the builder does.
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 3, 16, 16});
+  Tensor h = net.add_layer("conv", {x, c.add(net, "conv_proj.weight", {8, 3, 4, 4}), c.add(net, "conv_proj.bias", {8})},
+                           Attributes{{"stride", std::vector<std::int64_t>{4, 4}}}, "conv_proj")[0];
+  net.rename_tensor(h, "conv_proj");
+  h = net.add_layer("reshape", {h}, Attributes{{"shape", std::vector<std::int64_t>{0, 8, 16}}}, "conv_proj.flatten")[0];
+  h = net.add_layer("transpose", {h}, Attributes{{"perm", std::vector<std::int64_t>{0, 2, 1}}}, "conv_proj.permute")[0];
+  Tensor n = net.add_layer_norm(h, c.add(net, "ln.weight", {8}), c.add(net, "ln.bias", {8}));
+  Tensor m = net.add_activation("gelu",
+                                net.add_linear(n, c.add(net, "mlp.0.weight", {32, 8}), c.add(net, "mlp.0.bias", {32})));
+  m = net.add_linear(m, c.add(net, "mlp.3.weight", {8, 32}), c.add(net, "mlp.3.bias", {8}));
+  net.mark_output(net.add_binary("add", h, m), "y");
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kCuda);
+  Network device = builder::device_layout_passes(low, c.pool);
+  EXPECT_EQ(count_ops(device, "conv"), 0);
+  EXPECT_EQ(count_ops(device, "gelu"), 0);
+  EXPECT_EQ(count_ops(device, "transpose"), 1);  // the patches' gather only
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 3, 16, 16}, 9)}};
+  EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 5e-3);
+}
+
 TEST(BuilderPasses, MatmulWithBiasRowBecomesLinearWithFusedResidualAndGelu) {
   Constants c;
   Network net;
@@ -156,6 +270,27 @@ TEST(BuilderPasses, MatmulWithBiasRowBecomesLinearWithFusedResidualAndGelu) {
   EXPECT_LT(rel_l2(run_reference(fused, in).at("y"), run_reference(net, in).at("y")), 1e-6);
 }
 
+TEST(BuilderPasses, ErfGeluAfterALinearBecomesItsEpilogueAndConvKeepsIt) {
+  Constants c;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 6, 8});
+  // BERT's intermediate layer: linear + bias, erf GELU; and a convolution with a GELU after it (cuDNN's fused form
+  // is relu only, so that one stays).
+  Tensor h = net.add_activation("gelu", net.add_linear(x, c.add(net, "w1", {16, 8}), c.add(net, "b1", {16})));
+  net.mark_output(net.add_linear(h, c.add(net, "w2", {8, 16}), c.add(net, "b2", {8})), "y");
+  Tensor img = net.add_input("img", DataType::kF32, {2, 3, 6, 6});
+  Tensor conv = net.add_convolution(img, c.add(net, "wc", {4, 3, 3, 3}), c.add(net, "bc", {4}));
+  net.mark_output(net.add_activation("gelu", conv), "z");
+  Network fused = builder::fuse_epilogues(net);
+  EXPECT_EQ(count_ops(fused, "gelu"), 1);  // the convolution's
+  int erf = 0;
+  for (const auto& layer : graph::graph_of(fused).layers) erf += attr(layer, "activation") == "gelu_erf" ? 1 : 0;
+  EXPECT_EQ(erf, 1);
+  std::map<std::string, HostTensor> in{{"x", random_input({3, 6, 8}, 5)}, {"img", random_input({2, 3, 6, 6}, 6)}};
+  auto want = run_reference(net, in), got = run_reference(fused, in);
+  for (const char* name : {"y", "z"}) EXPECT_LT(rel_l2(got.at(name), want.at(name)), 1e-6) << name;
+}
+
 TEST(BuilderPasses, ValuesReadElsewhereAreNotFused) {
   Constants c;
   Network net;
@@ -164,14 +299,17 @@ TEST(BuilderPasses, ValuesReadElsewhereAreNotFused) {
   Tensor b = net.add_linear(x, c.add(net, "wb", {8, 8}));
   net.mark_output(a, "a");                                             // a network output: no epilogue
   Tensor s = net.add_binary("add", net.add_activation("relu", a), b);  // b's add also reads a's relu
-  net.mark_output(net.add_activation("gelu", s), "s");                 // erf gelu: not a cuBLASLt epilogue
+  net.mark_output(net.add_activation("gelu", s), "s");
   Network fused = builder::fuse_epilogues(net);
   EXPECT_EQ(count_ops(fused, "relu"), 1);
-  EXPECT_EQ(count_ops(fused, "gelu"), 1);
-  // b + relu(a): b takes the add as its residual epilogue.
+  EXPECT_EQ(count_ops(fused, "gelu"), 0);
+  // gelu(b + relu(a)): b takes the add as its residual epilogue and the erf GELU as its activation.
   int residual = 0;
-  for (const auto& layer : graph::graph_of(fused).layers)
-    residual += layer.op == "linear" && layer.inputs.size() == 4 ? 1 : 0;
+  for (const auto& layer : graph::graph_of(fused).layers) {
+    if (layer.op != "linear" || layer.inputs.size() != 4) continue;
+    ++residual;
+    EXPECT_EQ(attr(layer, "activation"), "gelu_erf");
+  }
   EXPECT_EQ(residual, 1);
   std::map<std::string, HostTensor> in{{"x", random_input({4, 8}, 4)}};
   auto want = run_reference(net, in), got = run_reference(fused, in);

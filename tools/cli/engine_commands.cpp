@@ -48,6 +48,7 @@ struct BuildOptions {
   std::string timing_cache;
   std::size_t max_scratch = std::size_t{256} << 20;
   bool quiet = false;
+  bool verbose = false;
   std::vector<std::string> plugins;
 };
 
@@ -91,7 +92,7 @@ int build(const BuildOptions& o) {
   // On a terminal: a progress bar on stderr's last line, redrawn in place, instead of a log line per timed step.
   const bool bar = !o.quiet && isatty(STDERR_FILENO) != 0;
   if (!o.quiet) {
-    set_log_level(LogSeverity::kInfo);
+    set_log_level(o.verbose ? LogSeverity::kVerbose : LogSeverity::kInfo);
     set_log_callback([bar](LogSeverity severity, std::string_view message) {
       if (bar && message.rfind("build: step ", 0) == 0) return;  // the bar shows it
       std::cerr << (bar ? "\r\033[K" : "")
@@ -146,6 +147,8 @@ void add_build_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-scratch", o->max_scratch, "largest scratch memory per context, in bytes")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "no progress messages");
+  cmd->add_flag("--verbose,-v", o->verbose,
+                "more messages: each timed layer's candidates with their median times (or why one was dropped)");
   add_plugin_option(cmd, o->plugins);
   cmd->footer(
       "Prints one JSON line describing the engine. Exit status: 0 built; 1 invalid network, profile or "

@@ -1,5 +1,6 @@
 // The builder's questions to the CUDA kernels on the target GPU: each candidate's scratch, and which is fastest.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +15,7 @@
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/device_guard.hpp"
+#include "tensoracle/logging.hpp"
 
 namespace tensoracle::cuda {
 
@@ -118,6 +120,7 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     std::size_t best = candidates.size();
     float best_ms = 0;
     std::exception_ptr last_error;
+    std::vector<std::string> report;  // each candidate's result, logged at verbose level
     auto time_once = [&](const KernelEntry* k, const StepState& state) {
       TENSORACLE_CUDA_CHECK(cudaEventRecord(start, stream), "timing kernels");
       k->launch(launch, state);
@@ -136,22 +139,28 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
         launch.stream = stream;
         time_once(k, *state);  // warm-up: caches
         float first = time_once(k, *state);
-        if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) continue;
+        if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) {
+          report.push_back(fmt::format("{} dropped ({:.4f} ms once)", candidates[c], first));
+          continue;
+        }
         const int runs = first > 20.0F ? 3 : 10;
         std::vector<float> times{first};
         for (int i = 1; i < runs; ++i) times.push_back(time_once(k, *state));
         std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
         const float median = times[times.size() / 2];
+        report.push_back(fmt::format("{} {:.4f} ms", candidates[c], median));
         if (best == candidates.size() || median < best_ms) {
           best = c;
           best_ms = median;
         }
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        report.push_back(fmt::format("{} failed: {}", candidates[c], e.what()));
         last_error = std::current_exception();
         cudaStreamSynchronize(stream);
         cudaGetLastError();  // a launch that failed to start leaves its error here
       }
     }
+    log(LogSeverity::kVerbose, fmt::format("build: timed '{}': {}", layer.name, fmt::join(report, "; ")));
     if (best == candidates.size()) std::rethrow_exception(last_error);
     cudaEventDestroy(start);
     cudaEventDestroy(stop);

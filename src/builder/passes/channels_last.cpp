@@ -1,4 +1,5 @@
 // Builder pass for the CUDA target: f16/bf16 2D convolutions (and the pooling that reads them) run channels last.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +39,36 @@ bool takes_channels_last(const graph::Graph& g, const graph::Layer& layer, std::
 const std::vector<std::int64_t> kToLast = {0, 2, 3, 1};
 const std::vector<std::int64_t> kToFirst = {0, 3, 1, 2};
 
+// cuDNN's tensor-core convolutions read channels last in 16-byte groups (8 f16/bf16 channels): a convolution with
+// fewer or an odd number of input channels (an image's 3, in a CNN's stem or a ViT's patch projection) falls to kernels
+// many times slower. Such a convolution (groups 1) reads its input with zero channels appended up to a multiple of 8,
+// and its weight gets zero channels to match: the sums are unchanged.
+constexpr std::int64_t kChannelMultiple = 8;
+
+std::int64_t padded_channels(const graph::Graph& g, const graph::Layer& conv) {
+  const std::int64_t groups = graph::AttrReader(conv.attrs, conv.name, conv.op).get_int("groups", 1);
+  const Dims x = g.static_dims(conv.inputs[0]);
+  if (groups != 1 || x.rank() != 4 || x[1] <= 0 || x[1] % kChannelMultiple == 0) return 0;
+  return (x[1] + kChannelMultiple - 1) / kChannelMultiple * kChannelMultiple;
+}
+
+// A channels-last weight [O, kh, kw, C] with zero channels appended up to `channels`.
+HostTensor pad_last_axis(const HostTensor& w, std::int64_t channels) {
+  const std::int64_t c = w.shape[3];
+  const std::size_t element = element_size(w.dtype);
+  HostTensor out;
+  out.dtype = w.dtype;
+  out.shape = Dims{w.shape[0], w.shape[1], w.shape[2], channels};
+  out.bytes.assign(static_cast<std::size_t>(out.shape.volume()) * element, std::byte{0});
+  const std::int64_t rows = w.shape[0] * w.shape[1] * w.shape[2];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(w.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r * c) * element),
+                static_cast<std::size_t>(c) * element,
+                out.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r * channels) * element));
+  }
+  return out;
+}
+
 }  // namespace
 
 Network to_channels_last(const Network& network, WeightPool& pool) {
@@ -58,7 +89,8 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
 
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
-  std::map<std::int32_t, Tensor> last;  // source tensor -> its channels-last form
+  std::map<std::int32_t, Tensor> last;    // source tensor -> its channels-last form
+  std::map<std::int32_t, Tensor> padded;  // source tensor -> its channels-last form with zero channels appended
   auto channels_last = [&](std::int32_t id) {
     auto it = last.find(id);
     if (it != last.end()) return it->second;
@@ -88,9 +120,21 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     if (converts(g, layer)) {
       HostTensor w =
           permute(constant_tensor(g, layer.inputs[1]), {0, 2, 3, 1});  // [O, C/g, kh, kw] -> [O, kh, kw, C/g]
+      Tensor x = channels_last(layer.inputs[0]);
+      if (const std::int64_t channels = padded_channels(g, layer); channels != 0) {
+        w = pad_last_axis(w, channels);
+        auto it = padded.find(layer.inputs[0]);
+        if (it == padded.end()) {
+          const std::vector<std::int64_t> pads = {0, 0, 0, 0, 0, 0, 0, channels - g.static_dims(layer.inputs[0])[1]};
+          const std::string name = g.tensor(layer.inputs[0]).name + ".nhwc_padded";
+          Tensor t = net.add_layer("pad", {x}, Attributes{{"pads", pads}}, name)[0];
+          net.rename_tensor(t, name);
+          it = padded.emplace(layer.inputs[0], t).first;
+        }
+        x = it->second;
+      }
       const std::string wname = layer.name + "/weight_nhwc";
-      std::vector<Tensor> inputs = {channels_last(layer.inputs[0]),
-                                    net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
+      std::vector<Tensor> inputs = {x, net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
       if (layer.inputs.size() > 2) inputs.push_back(rewriter.get(layer.inputs[2]));
       if (layer.inputs.size() > 3) inputs.push_back(channels_last(layer.inputs[3]));
       emit(layer, inputs);

@@ -1,5 +1,5 @@
 // Builder passes for the CUDA target: matmul + bias as linear, and epilogues (residual add, relu/gelu) fused into
-// the linear or conv before them, as cuBLASLt and cuDNN can apply them.
+// the linear or conv before them, as cuBLASLt, CUTLASS and cuDNN can apply them.
 #include <fmt/format.h>
 
 #include <string>
@@ -116,7 +116,8 @@ Network fuse_epilogues(const Network& network) {
     const TensorUse* use = uses.only_reader(value);
     auto activation_of = [&](const graph::Layer& next) -> std::string {
       if (next.op == "relu") return "relu";
-      if (linear && next.op == "gelu" && string_attr(next, "approximate", "none") == "tanh") return "gelu_tanh";
+      if (linear && next.op == "gelu")
+        return string_attr(next, "approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf";
       return {};
     };
     std::vector<std::size_t> absorbed;

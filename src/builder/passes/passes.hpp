@@ -29,6 +29,12 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool,
 // CUDA target: matmul(x, b) + row bias (b and the bias constants) becomes linear(x, bᵀ, bias).
 Network fuse_matmul_bias(const Network& network, WeightPool& pool);  // passes/fuse_epilogues.cpp
 
+// CUDA target: a 2D convolution whose windows tile its input (kernel = stride > 1x1, no padding or dilation, one group,
+// constant weight and bias) becomes reshape -> transpose -> reshape (a row per patch) -> linear -> transpose back to
+// channels first: ViT's patch embedding as one GEMM instead of a convolution kernel. When the output is only flattened
+// and transposed to [N, Ho·Wo, O] (flatten(2).transpose(1, 2)), the product's rows reshaped are that result instead.
+Network patch_convolutions(const Network& network, WeightPool& pool);  // passes/patch_convolutions.cpp
+
 // CUDA target: the q, k and v projections of one attention (plain linear layers: constant weight, constant bias in
 // all three or none, no residual or activation; each read through a head reshape and transpose) that read the same
 // input become one linear with the weights (and biases) concatenated along N in q, k, v order and a split along the
@@ -36,13 +42,16 @@ Network fuse_matmul_bias(const Network& network, WeightPool& pool);  // passes/f
 Network fuse_qkv_projections(const Network& network, WeightPool& pool);  // passes/fuse_qkv_projections.cpp
 
 // CUDA target: linear / 2D conv (with a bias) followed by a residual add and/or an activation (relu; for linear also
-// tanh-approximated gelu) becomes one layer with the "activation" attribute and the residual as input 3, as cuBLASLt
-// and cuDNN epilogues compute it. conv takes a residual only when an activation follows (cuDNN's fused form).
+// gelu, tanh-approximated or erf) becomes one layer with the "activation" attribute and the residual as input 3, as
+// cuBLASLt, CUTLASS (erf GELU on sm_90; elsewhere a kernel after cuBLASLt's product) and cuDNN epilogues compute it.
+// conv takes a residual only when an activation follows (cuDNN's fused form).
 Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
 
 // CUDA target: f16/bf16 2D convolutions run channels last (NHWC, where cuDNN's tensor-core kernels need no
 // workspace); max_pool2d and global_avg_pool read channels-last inputs directly, and transposes are inserted only
-// where channels-first tensors enter or leave. Weights are permuted here, once.
+// where channels-first tensors enter or leave. Weights are permuted here, once. A convolution (groups 1) whose input
+// channels are not a multiple of 8 (an image's 3) reads them padded with zero channels (a pad layer) and gets a weight
+// padded to match, so that cuDNN's tensor-core kernels take it.
 Network to_channels_last(const Network& network, WeightPool& pool);  // passes/channels_last.cpp
 
 // CUDA target: an attention between head transposes ([B, S, H, D] -> [B, H, S, D] on q, k, v and back on its
@@ -50,6 +59,11 @@ Network to_channels_last(const Network& network, WeightPool& pool);  // passes/c
 // split along the last axis of a [B, S, (Hq + 2 Hkv)·D] tensor, it reads that tensor (layout "packed"). The
 // transposes go; the split and reshapes are left for remove_dead_layers.
 Network fuse_attention_layout(const Network& network);  // passes/attention_layout.cpp
+
+// CUDA targets: the passes above that rewrite products, convolutions and layouts, in the builder's order
+// (patch_convolutions, fuse_matmul_bias, fuse_qkv_projections, fuse_epilogues, to_channels_last, fuse_attention_layout,
+// remove_dead_layers); fuse_elementwise comes after them when NVRTC can be loaded.
+Network device_layout_passes(const Network& network, WeightPool& pool);  // passes/device_layout_passes.cpp
 
 // CUDA targets: replaces each group of connected elementwise layers (arithmetic, comparisons, where, math,
 // activations, not, cast) that the kernel generator handles by one fused_elementwise layer. A layer joins the group

@@ -80,8 +80,9 @@ std::vector<OutputType> infer_linear(InferContext& ctx) {
   shape.back() = out;
   // The fused epilogue (made by the builder): activation(x·Wᵀ + bias + residual).
   const std::string activation = ctx.get_string("activation", "none");
-  if (activation != "none" && activation != "relu" && activation != "gelu_tanh") {
-    ctx.fail(fmt::format("attribute 'activation' must be \"none\", \"relu\" or \"gelu_tanh\", not \"{}\"", activation));
+  if (activation != "none" && activation != "relu" && activation != "gelu_tanh" && activation != "gelu_erf") {
+    ctx.fail(fmt::format("attribute 'activation' must be \"none\", \"relu\", \"gelu_tanh\" or \"gelu_erf\", not \"{}\"",
+                         activation));
   }
   if (ctx.has_input(3)) {
     const TensorType& residual = ctx.input(3, "residual");

@@ -37,6 +37,26 @@ def conv(name, x, weight, bias=None, stride=None, padding=None, dilation=None, g
                         "attrs": attrs}], {"x": x}, reference, weights=weights, dynamic=dynamic or {})
 
 
+def patch_tokens(name, x, weight, bias, patch):
+    """ViT's patch embedding: conv (kernel = stride = patch) named as its output, flatten(2), transpose(1, 2) to
+    [N, patches, E]: on CUDA targets one product whose rows, reshaped, are the tokens."""
+    n, e = x.shape[0], weight.shape[0]
+    patches = (x.shape[2] // patch) * (x.shape[3] // patch)
+
+    def reference(t):
+        y = F.conv2d(t["x"], t["w"], t["b"], stride=patch)
+        return {"tokens": y.reshape(n, e, patches).transpose(1, 2)}
+
+    layers = [{"name": "conv_proj", "op": "conv", "inputs": ["x", "w", "b"], "outputs": ["conv_proj"],
+               "attrs": {"stride": [patch, patch]}},
+              {"name": "flatten", "op": "reshape", "inputs": ["conv_proj"], "outputs": ["flat"],
+               "attrs": {"shape": [0, e, patches]}},
+              {"name": "permute", "op": "transpose", "inputs": ["flat"], "outputs": ["tokens"],
+               "attrs": {"perm": [0, 2, 1]}}]
+    return Case(name, layers, {"x": x}, reference, weights={"w": weight, "b": bias}, outputs=["tokens"],
+                dynamic={"x": [-1] + list(x.shape[1:])})
+
+
 def conv_transpose(name, x, weight, bias=None, stride=None, padding=None, output_padding=None, dilation=None,
                    groups=1, dynamic=None):
     attrs = {}
@@ -139,6 +159,14 @@ def cases():
         conv("conv_2d_bias_f64", rand(2, 3, 7, 6, dtype=F64), rand(4, 3, 2, 3, dtype=F64), rand(4, dtype=F64),
              stride=[2, 2], padding=[1, 1]),
         conv("conv_2d_1x1_f32", rand(2, 16, 5, 7), rand(8, 16, 1, 1), rand(8)),
+        # Patchings (kernel = stride, no padding): one product over the patches on CUDA targets.
+        conv("conv_2d_patches_f16", rand(2, 3, 32, 48, dtype=F16), rand(16, 3, 8, 8, dtype=F16) * 0.2,
+             rand(16, dtype=F16), stride=[8, 8], dynamic={"x": [-1, 3, 32, 48]}),
+        conv("conv_2d_patches_rect_nobias_f32", rand(1, 4, 6, 12), rand(5, 4, 2, 3), stride=[2, 3]),
+        patch_tokens("conv_2d_patches_flatten_tokens_f16", rand(3, 3, 32, 32, dtype=F16),
+                     rand(24, 3, 8, 8, dtype=F16) * 0.2, rand(24, dtype=F16), 8),
+        conv("conv_2d_stem_3_channels_f16", rand(2, 3, 20, 20, dtype=F16), rand(8, 3, 7, 7, dtype=F16) * 0.2,
+             rand(8, dtype=F16), stride=[2, 2], padding=[3, 3]),
         conv("conv_2d_1x1_stride_f16", rand(1, 8, 7, 9, dtype=F16), rand(3, 8, 1, 1, dtype=F16), stride=[2, 3]),
         conv("conv_2d_grouped_f32", rand(2, 6, 8, 9), rand(9, 2, 3, 3), rand(9), padding=[1, 1], groups=3),
         conv("conv_2d_depthwise_f32", rand(2, 8, 10, 7), rand(8, 1, 3, 3), rand(8), padding=[1, 1], groups=8),

@@ -341,6 +341,10 @@ def pad_cases():
         pad_case("pad_constant_negative_value_f32", make(7), [4, 2], value=-3.5),
         pad_case("pad_constant_truncates_i32", make(2, 2, dtype=torch.int32), [1, 1, 1, 1], value=-2.0),
         pad_case("pad_constant_empty_dim_f32", make(0, 3), [2, 1, 0, 1], value=1.0),
+        # The last axis alone (a faster CUDA path): channels-last images padded from 3 to 8 channels, and both ends.
+        pad_case("pad_last_axis_channels_f16", make(2, 5, 4, 3, dtype=torch.float16), [0, 0, 0, 0, 0, 0, 0, 5]),
+        pad_case("pad_last_axis_both_ends_f32", make(3, 4, 6), [0, 0, 2, 0, 0, 3], value=1.5),
+        pad_case("pad_last_axis_8_byte_rows_bf16", make(5, 3, dtype=torch.bfloat16), [0, 1, 0, 0], value=-2.0),
         pad_case("pad_reflect_3d_f64", make(2, 3, 4, dtype=torch.float64), [1, 2, 3, 1, 0, 2], mode="reflect"),
         pad_case("pad_reflect_size1_axis_unpadded_f32", make(1, 4), [0, 1, 0, 2], mode="reflect"),
         pad_case("pad_edge_1d_f32", make(3), [5, 7], mode="edge"),

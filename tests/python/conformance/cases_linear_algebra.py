@@ -45,6 +45,37 @@ def linear(name, x, weight, bias=None, dynamic=None):
                 weights=weights, dynamic=dynamic or {})
 
 
+def linear_gelu(name, x, weight, bias=None, residual=None, fused_attr=False, tolerance=None):
+    """linear (+ residual) then erf GELU. As a network of layers (fused_attr False) the CUDA builder fuses the GELU and
+    the residual into the product's epilogue (CUTLASS on sm_90, else cuBLASLt then a GELU kernel); with fused_attr the
+    case is the fused layer itself (linear's "activation": "gelu_erf", the residual as input 3)."""
+    def reference(t):
+        y = torch.matmul(t["x"], t["w"].transpose(0, 1))
+        if bias is not None:
+            y = y + t["b"]
+        if residual is not None:
+            y = y + t["r"]
+        return {"y": torch.nn.functional.gelu(y)}
+
+    weights = {"w": weight}
+    if bias is not None:
+        weights["b"] = bias
+    inputs = {"x": x}
+    if residual is not None:
+        inputs["r"] = residual
+    linear_inputs = ["x", "w", "b" if bias is not None else None]
+    if fused_attr:
+        if residual is not None:
+            linear_inputs.append("r")
+        layers = [{"op": "linear", "inputs": linear_inputs, "outputs": ["y"], "attrs": {"activation": "gelu_erf"}}]
+    else:
+        layers = [{"op": "linear", "inputs": linear_inputs, "outputs": ["h"]}]
+        if residual is not None:
+            layers.append({"op": "add", "inputs": ["h", "r"], "outputs": ["hr"]})
+        layers.append({"op": "gelu", "inputs": ["hr" if residual is not None else "h"], "outputs": ["y"]})
+    return Case(name, layers, inputs, reference, weights=weights, outputs=["y"], tolerance=tolerance)
+
+
 def cases():
     return [
         # ---- matmul ----
@@ -86,4 +117,15 @@ def cases():
         linear("linear_empty_rows_f32", rand(0, 8), rand(4, 8), rand(4)),
         linear("linear_empty_in_f32", rand(3, 0), rand(4, 0), rand(4)),
         linear("linear_empty_out_f16", rand(3, 8, dtype=F16), rand(0, 8, dtype=F16)),
+        # ---- linear with an erf-GELU epilogue (n and k multiples of 8 for the sm_90 products, partial tiles) ----
+        linear_gelu("linear_gelu_erf_attr_f32", rand(5, 12), rand(7, 12), rand(7), rand(5, 7), fused_attr=True),
+        linear_gelu("linear_gelu_erf_attr_f16", rand(3, 16, dtype=F16), rand(24, 16, dtype=F16), rand(24, dtype=F16),
+                    fused_attr=True),
+        linear_gelu("linear_then_gelu_f16", rand(2, 150, 64, dtype=F16), rand(136, 64, dtype=F16) * 0.2,
+                    rand(136, dtype=F16)),
+        linear_gelu("linear_then_gelu_nobias_bf16", rand(300, 72, dtype=BF16), rand(264, 72, dtype=BF16) * 0.2),
+        linear_gelu("linear_residual_then_gelu_f16", rand(4, 33, 48, dtype=F16), rand(40, 48, dtype=F16) * 0.2,
+                    rand(40, dtype=F16), rand(4, 33, 40, dtype=F16)),
+        linear_gelu("linear_then_gelu_odd_k_f16", rand(9, 13, dtype=F16), rand(16, 13, dtype=F16), rand(16, dtype=F16)),
+        linear_gelu("linear_then_gelu_f32", rand(6, 32), rand(24, 32), rand(24)),
     ]

@@ -78,6 +78,9 @@ void linear(KernelContext& ctx) {
   } else if (activation == "gelu_tanh") {
     constexpr double kSqrt2_Pi = 0.79788456080286535588;  // sqrt(2/pi), as the gelu kernel
     for (double& v : y) v = 0.5 * v * (1.0 + std::tanh(kSqrt2_Pi * (v + 0.044715 * v * v * v)));
+  } else if (activation == "gelu_erf") {
+    constexpr double kSqrt1_2 = 0.70710678118654752440;  // 1/sqrt(2), as the gelu kernel
+    for (double& v : y) v = 0.5 * v * (1.0 + std::erf(v * kSqrt1_2));
   }
   from_f64(out, y);
 }

@@ -302,6 +302,11 @@ __device__ __forceinline__ float fabs(float x) { return ::fabsf(x); }
 __device__ __forceinline__ double fabs(double x) { return ::fabs(x); }
 __device__ __forceinline__ float pow(float x, float y) { return ::powf(x, y); }
 __device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
+// GELU, erf form: x·Φ(x) = 0.5·x·(1 + erf(x/√2)).
+template <typename C>
+__device__ __forceinline__ C gelu_erf(C x) {
+  return C(0.5) * x * (C(1) + erf(x * static_cast<C>(0.70710678118654752440)));
+}
 __device__ __forceinline__ bool isnan(float x) { return x != x; }
 __device__ __forceinline__ bool isnan(double x) { return x != x; }
 template <typename C>

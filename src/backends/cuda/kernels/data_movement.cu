@@ -736,6 +736,34 @@ __global__ void pad_kernel(const W* in, W* out, Index n, PadParams<Index, W> p) 
   }
 }
 
+// Constant padding of the last axis alone ([rows, in_len] -> [rows, out_len], input at column `begin`): one division
+// per element instead of one per axis (the channels-last pass pads an image's 3 channels to 8 this way).
+template <typename W, typename Index>
+__global__ void pad_last_axis_kernel(const W* in, W* out, Index n, Index in_len, Index out_len, Index begin, W fill) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
+    const Index row = i / out_len;
+    const Index k = i - row * out_len - begin;
+    out[i] = k >= 0 && k < in_len ? in[row * in_len + k] : fill;
+  }
+}
+
+// The same when an output row is one 8- or 16-byte word V: each thread builds a row in registers and stores it whole.
+template <typename W, typename V, typename Index>
+__global__ void pad_last_axis_rows_kernel(const W* in, V* out, Index rows, Index in_len, Index begin, W fill) {
+  constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(W));
+  for (Index r = global_thread<Index>(); r < rows; r += grid_threads<Index>()) {
+    W v[kOut];
+#pragma unroll
+    for (int k = 0; k < kOut; ++k) {
+      const Index c = k - begin;
+      v[k] = c >= 0 && c < in_len ? in[r * in_len + c] : fill;
+    }
+    V word;
+    memcpy(&word, v, sizeof word);
+    out[r] = word;
+  }
+}
+
 PadMode pad_mode(const std::string& mode) {
   if (mode == "reflect") return PadMode::kReflect;
   if (mode == "edge") return PadMode::kEdge;
@@ -750,6 +778,9 @@ using AnyPadParams = std::variant<PadParams<std::int32_t, std::uint8_t>, PadPara
 
 struct PadPlan {
   bool empty = false;
+  bool last_axis_only = false;  // constant padding of the last axis alone (pad_last_axis_kernel)
+  int row_bytes = 0;            // last_axis_only with 8- or 16-byte output rows: pad_last_axis_rows_kernel (else 0)
+  unsigned row_grid = 1;
   std::int64_t n = 0;
   unsigned grid = 1;
   AnyPadParams params;  // int32 when every index fits
@@ -772,6 +803,15 @@ PadPlan prepare_pad(const StepLaunch& launch) {
   const auto in_strides = row_major_strides(x.shape);
   const std::int64_t extent = std::max(n, volume(x.shape));
   plan.n = n;
+  plan.last_axis_only = mode == PadMode::kConstant && rank >= 1;
+  for (int a = 0; a + 1 < rank; ++a) plan.last_axis_only = plan.last_axis_only && x.shape[a] == out.shape[a];
+  if (plan.last_axis_only) {
+    const auto row_bytes = static_cast<std::size_t>(out.shape[rank - 1]) * element_size(x.dtype);
+    if (row_bytes == 8 || row_bytes == 16) {
+      plan.row_bytes = static_cast<int>(row_bytes);
+      plan.row_grid = grid_for(n / out.shape[rank - 1]);
+    }
+  }
   plan.grid = grid_for(n);
   const bool handled = dispatch_element_word(element_size(x.dtype), [&](auto tag) {
     using W = typename decltype(tag)::type;
@@ -802,9 +842,24 @@ PadPlan prepare_pad(const StepLaunch& launch) {
 
 template <typename Index, typename W>
 void run_pad(const StepLaunch& launch, const PadPlan& plan, const PadParams<Index, W>& p) {
-  pad_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const W*>(launch.inputs.at(0).data),
-                                                                  static_cast<W*>(launch.outputs.at(0).data),
-                                                                  static_cast<Index>(plan.n), p);
+  const auto* in = static_cast<const W*>(launch.inputs.at(0).data);
+  auto* out = static_cast<W*>(launch.outputs.at(0).data);
+  const int last = p.rank - 1;
+  const bool rows = plan.row_bytes != 0 && reinterpret_cast<std::uintptr_t>(out) % plan.row_bytes == 0;
+  if (rows && plan.row_bytes == 16) {
+    pad_last_axis_rows_kernel<W, uint4, Index><<<plan.row_grid, kThreads, 0, launch.stream>>>(
+        in, reinterpret_cast<uint4*>(out), static_cast<Index>(plan.n / p.out_dims[last]), p.in_dims[last],
+        p.begin[last], p.fill);
+  } else if (rows) {
+    pad_last_axis_rows_kernel<W, uint2, Index><<<plan.row_grid, kThreads, 0, launch.stream>>>(
+        in, reinterpret_cast<uint2*>(out), static_cast<Index>(plan.n / p.out_dims[last]), p.in_dims[last],
+        p.begin[last], p.fill);
+  } else if (plan.last_axis_only) {
+    pad_last_axis_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
+        in, out, static_cast<Index>(plan.n), p.in_dims[last], p.out_dims[last], p.begin[last], p.fill);
+  } else {
+    pad_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(in, out, static_cast<Index>(plan.n), p);
+  }
   check_launch(launch);
 }
 

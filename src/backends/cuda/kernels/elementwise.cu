@@ -328,8 +328,7 @@ struct GeluOp {
       const C k_sqrt_2_pi = static_cast<C>(0.79788456080286535588);
       return C(0.5) * x * (C(1) + math::tanh(k_sqrt_2_pi * (x + static_cast<C>(0.044715) * x * x * x)));
     }
-    const C k_sqrt_1_2 = static_cast<C>(0.70710678118654752440);
-    return C(0.5) * x * (C(1) + math::erf(x * k_sqrt_1_2));
+    return math::gelu_erf(x);
   }
 };
 

@@ -1,5 +1,6 @@
 // CUDA kernels of the linear_algebra family: matmul (broadcast batches) and linear (x · Wᵀ + b) through cuBLASLt.
 #include <cublasLt.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +14,7 @@
 
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
 
 namespace tensoracle::cuda {
 namespace {
@@ -33,7 +35,7 @@ struct Gemm {
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   const void* bias = nullptr;  // bias epilogue: bias[n] added to every row of C
   bool accumulate = false;     // beta = 1: C already holds values to add (or, with a residual, reads them there)
-  int activation = 0;          // epilogue after the bias: 0 none, 1 relu, 2 gelu (tanh approximation)
+  int activation = 0;          // cuBLASLt's epilogue after the bias: 0 none, 1 relu, 2 gelu (tanh approximation)
 };
 
 cudaDataType_t cuda_type(DataType dtype) {
@@ -84,7 +86,8 @@ void set_preference(const std::string& context, cublasLtMatmulPreference_t prefe
   TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)), context);
 }
 
-// Gemm::activation of linear's "activation" attribute.
+// Gemm::activation of linear's "activation" attribute ("gelu_erf", which cuBLASLt has no epilogue for, runs as a kernel
+// after the product: 0 here).
 int epilogue_activation(const std::string& name) { return name == "relu" ? 1 : name == "gelu_tanh" ? 2 : 0; }
 
 cublasLtEpilogue_t epilogue_of(const Gemm& g) {
@@ -328,6 +331,45 @@ void fill_rows(const StepLaunch& launch, DataType dtype, const void* bias, void*
   });
 }
 
+// ---- erf GELU in place, after a product whose epilogue could not apply it ----
+
+template <typename T>
+__global__ void gelu_erf_words_kernel(uint4* data, std::int32_t words) {
+  constexpr int kPer = static_cast<int>(sizeof(uint4) / sizeof(T));
+  for (std::int32_t w = global_thread<std::int32_t>(); w < words; w += grid_threads<std::int32_t>()) {
+    uint4 word = data[w];
+    T* e = reinterpret_cast<T*>(&word);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) store(e, k, math::gelu_erf(load(e, k)));
+    data[w] = word;
+  }
+}
+
+template <typename T, typename Index>
+__global__ void gelu_erf_kernel(T* data, Index n) {
+  for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>())
+    store(data, i, math::gelu_erf(load(data, i)));
+}
+
+void gelu_erf_in_place(const StepLaunch& launch, DataType dtype, void* data, std::int64_t n) {
+  if (n == 0) return;
+  const bool handled = dispatch(FloatTypes{}, dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr auto kPer = static_cast<std::int64_t>(sizeof(uint4) / sizeof(T));
+    if (n % kPer == 0 && fits_index32(n) && reinterpret_cast<std::uintptr_t>(data) % sizeof(uint4) == 0) {
+      gelu_erf_words_kernel<T><<<grid_for(n / kPer), kThreads, 0, launch.stream>>>(static_cast<uint4*>(data),
+                                                                                   static_cast<std::int32_t>(n / kPer));
+    } else if (fits_index32(n)) {
+      gelu_erf_kernel<T, std::int32_t>
+          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<T*>(data), static_cast<std::int32_t>(n));
+    } else {
+      gelu_erf_kernel<T, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<T*>(data), n);
+    }
+    check_launch(launch);
+  });
+  if (!handled) throw CudaError(layer_name(launch) + ": no erf-GELU kernel for this dtype");
+}
+
 void zero_fill(const StepLaunch& launch, void* data, std::size_t bytes) {
   if (bytes == 0) return;
   TENSORACLE_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, launch.stream), layer_name(launch));
@@ -449,6 +491,7 @@ struct LinearPlan {
   bool has_bias = false;
   bool fill_bias_rows = false;  // kGemm: the beta form (bias rows first, the product accumulates onto them)
   bool residual = false;        // kGemm: input 3, the fused epilogue's residual
+  bool gelu_erf_after = false;  // kGemm: activation "gelu_erf", applied by a kernel after the product
   DataType dtype = DataType::kF32;
   std::int64_t rows = 0, features = 0;
   std::size_t out_bytes = 0;
@@ -477,8 +520,10 @@ LinearPlan prepare_linear(const StepLaunch& launch) {
   // The builder's fused epilogue: activation(x·Wᵀ + bias + residual) (only the epilogue entries take it).
   const DeviceTensor* residual = present(launch, 3) ? &launch.inputs[3] : nullptr;
   plan.residual = residual != nullptr;
-  const int activation = epilogue_activation(launch.attrs->get_string("activation", "none"));
-  const bool fused = residual != nullptr || activation != 0;
+  const std::string activation_name = launch.attrs->get_string("activation", "none");
+  const int activation = epilogue_activation(activation_name);
+  const bool gelu_erf_after = activation_name == "gelu_erf";
+  const bool fused = residual != nullptr || activation != 0 || gelu_erf_after;
   if (plan.rows == 0 || plan.features == 0) return plan;
   if (in == 0 && fused) launch.attrs->fail("a fused epilogue on an empty product (weight with 0 columns)");
   if (in == 0) {  // an empty sum: the bias alone
@@ -500,6 +545,7 @@ LinearPlan prepare_linear(const StepLaunch& launch) {
     GemmStep step = prepare_gemm(launch, g, {{0, 0, 0}}, x, weight, out, residual, bias, kAlgo);
     if (step.found()) {
       plan.gemm = std::move(step);
+      plan.gelu_erf_after = gelu_erf_after;
       return plan;
     }
     if (fused) throw_no_algorithm(launch, step.g);  // only a plain bias epilogue has the beta form to fall back on
@@ -529,10 +575,103 @@ void launch_linear(const StepLaunch& launch, const LinearPlan& plan) {
       } else {
         run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out,
                  plan.residual ? launch.inputs[3].data : nullptr, bias);
+        if (plan.gelu_erf_after) gelu_erf_in_place(launch, plan.dtype, out, plan.rows * plan.features);
       }
       return;
     }
   }
+}
+
+// ---- linear on Hopper through CUTLASS: bias, residual and erf-GELU in the product's epilogue ----
+
+// kConfig's product (cutlass_gemm_sm90.hpp) for a linear layer with activation "gelu_erf". Its operands move through
+// the bulk tensor copy engine, so every address must be 16-byte aligned: a step that reads or writes a caller buffer
+// plans again at each enqueue and runs `fallback` (cuBLASLt, then the GELU kernel; without cuBLASLt scratch, as the
+// entry declares none) for buffers that are not.
+struct FusedLinearPlan {
+  std::unique_ptr<sm90::FusedGemm> gemm;  // nullptr: an empty product, which `fallback` does
+  sm90::GemmProblem problem;
+  bool rebind = false;
+  std::optional<LinearPlan> fallback;
+};
+
+bool aligned_for_tma(const void* p) {
+  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % sm90::kAddressAlignment == 0;
+}
+
+template <sm90::GemmConfig kConfig>
+FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& weight = launch.inputs.at(1);
+  const DeviceTensor* bias = present(launch, 2) ? &launch.inputs[2] : nullptr;
+  const DeviceTensor* residual = present(launch, 3) ? &launch.inputs[3] : nullptr;
+  const DeviceTensor& out = launch.outputs.at(0);
+  FusedLinearPlan plan;
+  int device = 0, major = 0, minor = 0, sm_count = 0;
+  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
+  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), layer_name(launch));
+  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), layer_name(launch));
+  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), layer_name(launch));
+  if (major != 9 || minor != 0) {
+    launch.attrs->fail(
+        fmt::format("the CUTLASS sm_90 products run on compute capability 9.0 GPUs, not {}.{}", major, minor));
+  }
+  sm90::GemmProblem& p = plan.problem;
+  p.m = volume(x.shape, 0, x.shape.rank() - 1);
+  p.n = weight.shape[0];
+  p.k = weight.shape[1];
+  if (p.m == 0 || p.n == 0 || p.k == 0) {
+    plan.fallback = prepare_linear<true>(launch);
+    return plan;
+  }
+  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype, device, sm_count);
+  if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the dtype");
+  if (!plan.gemm->can_implement(p)) {
+    launch.attrs->fail(fmt::format("CUTLASS's sm_90 product does not take a {}x{}x{} problem", p.m, p.n, p.k));
+  }
+  if (plan.gemm->workspace_bytes(p) > launch.workspace_bytes) {
+    launch.attrs->fail("CUTLASS's sm_90 product needs scratch that the step does not have");
+  }
+  p.a = x.data;
+  p.b = weight.data;
+  p.bias = bias != nullptr ? bias->data : nullptr;
+  p.c = residual != nullptr ? residual->data : nullptr;
+  p.beta = 1.0F;
+  p.d = out.data;
+  plan.rebind = x.caller_buffer || weight.caller_buffer || (bias != nullptr && bias->caller_buffer) ||
+                (residual != nullptr && residual->caller_buffer) || out.caller_buffer;
+  if (plan.rebind) {
+    plan.fallback = prepare_linear<true>(launch);
+    return plan;
+  }
+  for (const void* address : {p.a, p.b, p.bias, p.c, static_cast<const void*>(p.d)}) {
+    if (!aligned_for_tma(address)) launch.attrs->fail("an operand of the CUTLASS sm_90 product is not 16-byte aligned");
+  }
+  plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
+  return plan;
+}
+
+void launch_fused_linear(const StepLaunch& launch, const FusedLinearPlan& plan) {
+  if (plan.gemm == nullptr) {
+    launch_linear(launch, *plan.fallback);
+    return;
+  }
+  if (plan.rebind) {
+    sm90::GemmProblem p = plan.problem;
+    p.a = launch.inputs[0].data;
+    p.b = launch.inputs[1].data;
+    if (present(launch, 2)) p.bias = launch.inputs[2].data;
+    if (plan.fallback->residual) p.c = launch.inputs[3].data;
+    p.d = launch.outputs[0].data;
+    for (const void* address : {p.a, p.b, p.bias, p.c, static_cast<const void*>(p.d)}) {
+      if (!aligned_for_tma(address)) {
+        launch_linear(launch, *plan.fallback);
+        return;
+      }
+    }
+    plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
+  }
+  plan.gemm->run(launch.stream, layer_name(launch).c_str());
 }
 
 // ---- supports ----
@@ -574,6 +713,16 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
   const GemmPlan plan = make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256,
                                        kGemmWorkspaceBytes, layer.name, kAlgo);
   return plan.found ? plan.heuristic.workspaceSize : kGemmWorkspaceBytes;
+}
+
+// The CUTLASS products: activation "gelu_erf" (the other epilogues are cuBLASLt's), a constant 2D weight [n, k] with n
+// and k multiples of 8 (16-byte rows for the bulk tensor copy engine).
+template <DataType kDtype>
+bool supports_fused_linear(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  if (!supports_gemm<kDtype>(graph, layer, precision)) return false;
+  if (graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none") != "gelu_erf") return false;
+  const Dims weight = graph.static_dims(layer.inputs[1]);
+  return weight.rank() == 2 && weight[0] > 0 && weight[1] > 0 && weight[0] % 8 == 0 && weight[1] % 8 == 0;
 }
 
 // The bias-through-beta form has no fused epilogue.
@@ -628,6 +777,26 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
           "linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, ws, linear_workspace<0>),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
+  // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
+  if (sm90::kFusedGemmBuilt) {
+    using sm90::GemmConfig;
+    const std::vector<KernelEntry> fused = {
+        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x256>, launch_fused_linear>(
+            "linear_f16_f32acc_cutlass_sm90_coop128x256_gelu_erf", "linear", supports_fused_linear<DataType::kF16>),
+        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x128>, launch_fused_linear>(
+            "linear_f16_f32acc_cutlass_sm90_coop128x128_gelu_erf", "linear", supports_fused_linear<DataType::kF16>),
+        prepared_kernel<prepare_fused_linear<GemmConfig::kPingpong128x128>, launch_fused_linear>(
+            "linear_f16_f32acc_cutlass_sm90_pingpong128x128_gelu_erf", "linear", supports_fused_linear<DataType::kF16>),
+        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x256>, launch_fused_linear>(
+            "linear_bf16_f32acc_cutlass_sm90_coop128x256_gelu_erf", "linear", supports_fused_linear<DataType::kBF16>),
+        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x128>, launch_fused_linear>(
+            "linear_bf16_f32acc_cutlass_sm90_coop128x128_gelu_erf", "linear", supports_fused_linear<DataType::kBF16>),
+        prepared_kernel<prepare_fused_linear<GemmConfig::kPingpong128x128>, launch_fused_linear>(
+            "linear_bf16_f32acc_cutlass_sm90_pingpong128x128_gelu_erf", "linear",
+            supports_fused_linear<DataType::kBF16>),
+    };
+    kernels.insert(kernels.end(), fused.begin(), fused.end());
+  }
 }
 
 #undef TENSORACLE_LINEAR_ALGORITHM

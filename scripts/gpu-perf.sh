@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On the GPU machine (carry .device, staged by scripts/stage-device.sh --pack): a quick check of the newest kernels
+# (the erf-GELU products; the op-conformance cases of PERF_CONFORMANCE, a pytest -k expression, empty skips them; those
+# of PERF_SANITIZE under compute-sanitizer's memcheck and racecheck), the kernel micro-benchmarks of PERF_KERNELS
+# (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
+# within PERF_BUDGET_S seconds. Logs and results go to $OUT; a summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/tensoracle-gpu-perf}
+mkdir -p "$out"
+bash scripts/unpack-device.sh
+source scripts/device-env.sh
+export PYTHONUNBUFFERED=1
+conformance=${PERF_CONFORMANCE-linear or conv or pad}
+kernels=${PERF_KERNELS-linear,linear_gelu_erf,stem_conv,patch_conv}
+models=${PERF_MODELS-bert,resnet50,vit_b16}
+summary=()
+if [[ -n ${PERF_UNIT:-CudaFusedLinear.*} ]]; then
+  timeout 150 "$build/tests/tensoracle_cuda_tests" --gtest_filter="${PERF_UNIT:-CudaFusedLinear.*}" >"$out/unit.log" 2>&1
+  summary+=("unit (${PERF_UNIT:-CudaFusedLinear.*}): rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/unit.log" | tr '\n' ' ')")
+  grep -E 'Failure|error|FAILED' "$out/unit.log" | head -20
+fi
+if [[ -n $conformance ]]; then
+  TENSORACLE_CONFORMANCE_TARGET=cuda timeout 200 python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py \
+    -k "$conformance" >"$out/conformance.log" 2>&1
+  summary+=("conformance on cuda (-k '$conformance'): rc $? $(tail -n 1 "$out/conformance.log")")
+  grep -E '^FAILED' "$out/conformance.log" | head -20
+fi
+# PERF_SANITIZE: a pytest -k expression of conformance cases to run under compute-sanitizer memcheck and racecheck.
+if [[ -n ${PERF_SANITIZE:-} ]]; then
+  for tool in memcheck racecheck; do
+    TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=$tool timeout 150 python3 -m pytest -q \
+      -p no:cacheprovider tests/python/test_conformance.py -k "$PERF_SANITIZE" >"$out/$tool.log" 2>&1
+    summary+=("$tool (-k '$PERF_SANITIZE'): rc $? $(tail -n 1 "$out/$tool.log")")
+    grep -E '^FAILED' "$out/$tool.log" | head -10
+  done
+fi
+if [[ -n $kernels ]]; then
+  timeout 150 python3 bench/kernel_profile.py --cli "$TENSORACLE_CLI" --out /tmp/kernel_profile --only "$kernels" \
+    >"$out/kernels.log" 2>&1
+  summary+=("kernel_profile: rc $?")
+fi
+if [[ -n $models ]]; then
+  timeout $(( ${PERF_BUDGET_S:-400} + 60 )) python3 bench/pytorch_comparison.py --cli "$TENSORACLE_CLI" \
+    --out "$out/bench" --device cuda --models "$models" --budget-s "${PERF_BUDGET_S:-400}" >"$out/bench.log" 2>&1
+  summary+=("pytorch_comparison ($models): rc $?")
+fi
+cat "$out/kernels.log" 2>/dev/null
+[[ -f $out/bench/results.md ]] && cat "$out/bench/results.md"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,18 @@
+// The sm_90 products of cutlass_gemm_sm90.hpp for f16 operands, and the dispatch by dtype (compiled for sm_90a only).
+#include "backends/cuda/kernels/cutlass_gemm_sm90.cuh"
+
+namespace tensoracle::cuda::sm90 {
+
+std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count) {
+  return make_typed_fused_gemm<cutlass::half_t>(config, device, sm_count);
+}
+
+std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, int device, int sm_count) {
+  switch (dtype) {
+    case DataType::kF16: return make_f16_fused_gemm(config, device, sm_count);
+    case DataType::kBF16: return make_bf16_fused_gemm(config, device, sm_count);
+    default: return nullptr;
+  }
+}
+
+}  // namespace tensoracle::cuda::sm90

@@ -1,0 +1,69 @@
+// Hopper (sm_90a) matrix products with a fused bias + residual + erf-GELU epilogue, through CUTLASS's warp-specialized
+// TMA/wgmma kernels: the interface, with no CUTLASS type in it (kernels/cutlass_gemm_sm90*.cu implement it).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensoracle/data_type.hpp"
+
+namespace tensoracle::cuda::sm90 {
+
+// The tile shapes and schedules offered as timed candidates (CUTLASS's names: a cooperative kernel splits one tile
+// between two consumer warpgroups, a ping-pong kernel gives each its own tile and overlaps one's epilogue with the
+// other's products).
+enum class GemmConfig {
+  kCooperative128x256,  // 128x256x64 tiles, clusters of 2x1
+  kCooperative128x128,  // 128x128x64 tiles, no cluster
+  kPingpong128x128,     // 128x128x64 tiles, no cluster
+};
+
+// One product, row-major: D[m, n] = gelu_erf(A[m, k] · B[n, k]ᵀ + bias[n] + beta · C[m, n]), accumulated in f32 with
+// the bias, residual and GELU applied to the f32 value and D rounded once. B is a linear layer's weight [out, in];
+// bias may be nullptr (zero); C is read only when beta is not 0.
+struct GemmProblem {
+  std::int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* bias = nullptr;
+  const void* c = nullptr;
+  float beta = 0.0F;
+  void* d = nullptr;
+};
+
+// Every address these kernels read or write through the bulk tensor copy engine must be 16-byte aligned.
+constexpr std::uintptr_t kAddressAlignment = 16;
+
+class FusedGemm {
+ public:
+  virtual ~FusedGemm() = default;
+  // Whether the kernel takes a problem of these sizes (k and n multiples of 8 elements; sizes within int32).
+  virtual bool can_implement(const GemmProblem& problem) const = 0;
+  // The scratch a problem of these sizes needs.
+  virtual std::size_t workspace_bytes(const GemmProblem& problem) const = 0;
+  // Plans the launch for the problem's addresses (all 16-byte aligned) and sizes, before the first launch and again
+  // whenever an address changes (host work only, capture safe). Throws CudaError naming `context` when CUTLASS
+  // refuses.
+  virtual void plan(const GemmProblem& problem, void* workspace, const char* context) = 0;
+  // Launches the planned product on `stream`.
+  virtual void run(cudaStream_t stream, const char* context) = 0;
+};
+
+#if defined(TENSORACLE_HAVE_CUTLASS_SM90)
+// Whether this build has the kernels: CMake found CUTLASS and builds sm_90 (src/CMakeLists.txt).
+constexpr bool kFusedGemmBuilt = true;
+// The product of one configuration for f16 or bf16 operands on `device` (an sm_90 GPU with `sm_count`
+// multiprocessors); nullptr for another dtype.
+std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, int device, int sm_count);
+#else
+constexpr bool kFusedGemmBuilt = false;
+inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, int /*device*/,
+                                                  int /*sm_count*/) {
+  return nullptr;
+}
+#endif
+
+}  // namespace tensoracle::cuda::sm90
