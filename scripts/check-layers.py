@@ -20,7 +20,7 @@ LAYERS = [
     ["backends/cpu", "backends/cuda"],
     ["plan"],
     ["builder", "runtime"],
-    ["cache"],
+    ["cache", "calibrate"],  # calibrate: the network rewriting of builder/, the CPU reference through the public API
 ]
 LEVEL = {folder: level for level, folders in enumerate(LAYERS) for folder in folders}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)

@@ -54,5 +54,6 @@ void bind_engine(nb::module_& m);
 void bind_cache(nb::module_& m);
 void bind_convert(nb::module_& m);
 void bind_bundle(nb::module_& m);
+void bind_calibrate(nb::module_& m);
 
 }  // namespace tensoracle::python

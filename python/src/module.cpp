@@ -120,6 +120,7 @@ NB_MODULE(_tensoracle, m) {
   py::bind_cache(m);
   py::bind_convert(m);
   py::bind_bundle(m);
+  py::bind_calibrate(m);
 
   m.def(
       "dtype_name", [](nb::handle dtype) { return std::string(tensoracle::to_string(py::parse_dtype(dtype))); },

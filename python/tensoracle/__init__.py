@@ -27,6 +27,7 @@ from ._cache import (
     read_engine_header,
 )
 from ._compare import compare
+from ._calibrate import Calibrator
 from ._convert import convert, list_checkpoint
 from ._errors import (
     CorruptEngineError,
@@ -79,6 +80,7 @@ class Builder:
 __all__ = [
     "Builder",
     "BuilderConfig",
+    "Calibrator",
     "CorruptEngineError",
     "CudaError",
     "Engine",

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include "tensoracle/engine.hpp"
+#include "tensoracle/host_tensor.hpp"
+#include "tensoracle/network.hpp"
 
 namespace tensoracle::cli {
 
@@ -31,6 +34,8 @@ void add_compare_command(CLI::App& app, Action& action);
 void add_cache_command(CLI::App& app, Action& action);
 // `tensoracle convert CHECKPOINT OUTPUT` (convert_command.cpp)
 void add_convert_command(CLI::App& app, Action& action);
+// `tensoracle calibrate NETWORK --batch FILE... -o QUANTIZED` (calibrate_command.cpp)
+void add_calibrate_command(CLI::App& app, Action& action);
 // `tensoracle bundle compile|inspect|inspect-library` (bundle_command.cpp)
 void add_bundle_command(CLI::App& app, Action& action);
 
@@ -48,6 +53,10 @@ std::shared_ptr<const Engine> load_engine(const std::string& path);
 // a network with plugin layers is read.
 void add_plugin_option(CLI::App* cmd, std::vector<std::string>& libraries);
 void load_plugins(const std::vector<std::string>& libraries);
+// The inputs of a network JSON from a safetensors file (one tensor per input, by name, with the declared dtype; no
+// other tensors), as `tensoracle run --inputs` and `tensoracle calibrate --batch` read them. InvalidArgumentError
+// naming the file and input otherwise; an empty path is allowed only for a network without inputs.
+std::map<std::string, HostTensor> read_network_inputs(const Network& network, const std::string& path);
 // True when the file starts like an engine or a cache entry (else: a network JSON).
 bool looks_like_engine(const std::string& path);
 // "8x128" → Dims; "scalar" or "" → rank 0. InvalidArgumentError naming `what` otherwise.

@@ -10,6 +10,8 @@
 #include "tensoracle/cache.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/error.hpp"
+#include "tensoracle/host_tensor.hpp"
+#include "tensoracle/network.hpp"
 #include "tensoracle/plugin_registry.hpp"
 #include "tensoracle/sha256.hpp"
 
@@ -37,6 +39,34 @@ std::vector<std::byte> read_engine_bytes(const std::string& path) {
   std::vector<std::byte> bytes(static_cast<std::size_t>(file.size()));
   if (!bytes.empty()) file.read_exact(bytes.data(), bytes.size(), 0);
   return bytes;
+}
+
+std::map<std::string, HostTensor> read_network_inputs(const Network& network, const std::string& path) {
+  std::map<std::string, HostTensor> inputs;
+  std::vector<Tensor> declared = network.inputs();
+  if (declared.empty() && path.empty()) return inputs;
+  if (path.empty()) throw InvalidArgumentError("the network has inputs; give them with --inputs FILE.safetensors");
+  auto file = SafetensorsFile::open(path);
+  for (Tensor t : declared) {
+    const std::string name = network.name(t);
+    const TensorInfo* info = file->find(name);
+    if (info == nullptr) {
+      throw InvalidArgumentError(fmt::format("{}: input '{}' ({} {}) is missing", path, name,
+                                             to_string(network.dtype(t)), network.shape(t).to_string()));
+    }
+    if (info->dtype != network.dtype(t)) {
+      throw InvalidArgumentError(fmt::format("{}: input '{}' is {}, the network expects {}", path, name,
+                                             safetensors_name(info->dtype), to_string(network.dtype(t))));
+    }
+    inputs.emplace(name, HostTensor::from_view(file->view(*info)));
+  }
+  for (const TensorInfo& info : file->tensors()) {
+    Tensor t = network.find(info.name);
+    bool is_input = false;
+    for (Tensor d : declared) is_input = is_input || d == t;
+    if (!is_input) throw InvalidArgumentError(fmt::format("{}: '{}' is not an input of the network", path, info.name));
+  }
+  return inputs;
 }
 
 std::string read_engine_manifest(const std::string& path) { return Engine::inspect(read_engine_bytes(path), path); }

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   tensoracle::cli::add_cache_command(app, action);
   tensoracle::cli::add_convert_command(app, action);
   tensoracle::cli::add_bundle_command(app, action);
+  tensoracle::cli::add_calibrate_command(app, action);
 
   // --version works without a subcommand.
   for (int i = 1; i < argc; ++i) {

@@ -113,33 +113,7 @@ int run(const RunOptions& options) {
                         ? Network::from_json_file(options.network)
                         : Network::from_json_file(options.network,
                                                   WeightStore::open({options.weights.begin(), options.weights.end()}));
-  std::map<std::string, HostTensor> inputs;
-  std::vector<Tensor> declared = network.inputs();
-  if (!declared.empty() || !options.inputs.empty()) {
-    if (options.inputs.empty())
-      throw InvalidArgumentError("the network has inputs; give them with --inputs FILE.safetensors");
-    auto file = SafetensorsFile::open(options.inputs);
-    for (Tensor t : declared) {
-      const std::string name = network.name(t);
-      const TensorInfo* info = file->find(name);
-      if (info == nullptr) {
-        throw InvalidArgumentError(fmt::format("{}: input '{}' ({} {}) is missing", options.inputs, name,
-                                               to_string(network.dtype(t)), network.shape(t).to_string()));
-      }
-      if (info->dtype != network.dtype(t)) {
-        throw InvalidArgumentError(fmt::format("{}: input '{}' is {}, the network expects {}", options.inputs, name,
-                                               safetensors_name(info->dtype), to_string(network.dtype(t))));
-      }
-      inputs.emplace(name, HostTensor::from_view(file->view(*info)));
-    }
-    for (const TensorInfo& info : file->tensors()) {
-      Tensor t = network.find(info.name);
-      bool is_input = false;
-      for (Tensor d : declared) is_input = is_input || d == t;
-      if (!is_input)
-        throw InvalidArgumentError(fmt::format("{}: '{}' is not an input of the network", options.inputs, info.name));
-    }
-  }
+  const std::map<std::string, HostTensor> inputs = read_network_inputs(network, options.inputs);
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, HostTensor> outputs = run_reference(network, inputs);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
