@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/kernels/numeric.hpp"
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
 #include "calibrate/abs_histogram.hpp"
@@ -20,7 +21,6 @@
 #include "graph/op_def.hpp"
 #include "tensoracle/calibrate.hpp"
 #include "tensoracle/error.hpp"
-#include "tensoracle/float_convert.hpp"
 #include "tensoracle/reference_executor.hpp"
 
 namespace tensoracle {
@@ -48,34 +48,27 @@ namespace {
 
 bool is_float(DataType t) { return t == DataType::kF32 || t == DataType::kF16 || t == DataType::kBF16; }
 
-// The values of a float host tensor as f32 (f64 is narrowed; f16 and bf16 widen exactly).
-std::vector<float> as_floats(const HostTensor& t) {
-  std::vector<float> v(t.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    switch (t.dtype) {
-      case DataType::kF32: v[i] = t.data<float>()[i]; break;
-      case DataType::kF64: v[i] = static_cast<float>(t.data<double>()[i]); break;
-      case DataType::kF16: v[i] = f16_bits_to_f32(t.data<std::uint16_t>()[i]); break;
-      case DataType::kBF16: v[i] = bf16_bits_to_f32(t.data<std::uint16_t>()[i]); break;
-      default: throw InvalidArgumentError("calibration: a non-float tensor where a float one was expected");
-    }
-  }
-  return v;
+// Whether position `p` of `layer` is a quantized operand: the layer's op is among options.ops, it is not skipped, and
+// p is its x or weight (linear, conv) or either factor (matmul).
+bool quantized_operand(const CalibrationOptions& options, const graph::Layer& layer, std::size_t p) {
+  const auto& ops = options.ops;
+  const auto& skip = options.skip_layers;
+  return p <= 1 && p < layer.inputs.size() && layer.inputs[p] >= 0 &&
+         std::find(ops.begin(), ops.end(), layer.op) != ops.end() &&
+         std::find(skip.begin(), skip.end(), layer.name) == skip.end() &&
+         (p == 0 || layer.op == "linear" || layer.op == "conv" || layer.op == "matmul");
 }
 
-// One quantized weight input: the constant, the layer and position that read it, and its channel axis (-1: one
-// scale).
+// One quantized weight input: the constant, the layer that reads it, and its channel axis (-1: one scale).
 struct WeightUse {
   std::int32_t tensor;
   std::size_t layer;
-  std::size_t position;
   std::int64_t axis;
 };
 
 }  // namespace
 
 struct Calibrator::State {
-  const Network& network;
   const graph::Graph& g;
   CalibrationOptions options;
   std::vector<std::int32_t> activations;                     // calibrated tensors, in the order of their first reader
@@ -86,21 +79,7 @@ struct Calibrator::State {
   std::vector<std::string> probe_names;             // each activation's name among the probe's outputs
   std::size_t batches = 0;
 
-  State(const Network& net, CalibrationOptions opts)
-      : network(net), g(graph::graph_of(net)), options(std::move(opts)) {}
-
-  bool quantized_layer(const graph::Layer& layer) const {
-    const auto& ops = options.ops;
-    const auto& skip = options.skip_layers;
-    return std::find(ops.begin(), ops.end(), layer.op) != ops.end() &&
-           std::find(skip.begin(), skip.end(), layer.name) == skip.end();
-  }
-
-  // The positions of a quantized layer's operands: x and the weight of linear and conv, both of matmul.
-  static std::vector<std::size_t> operands(const graph::Layer& layer) {
-    if (layer.op == "linear" || layer.op == "conv" || layer.op == "matmul") return {0, 1};
-    return {0};
-  }
+  State(const Network& net, CalibrationOptions opts) : g(graph::graph_of(net)), options(std::move(opts)) {}
 
   // The channel axis of a constant operand's per-channel scales: the output channels (linear's and conv's dim 0,
   // matmul's N of a 2D B); -1 for one scale.
@@ -138,13 +117,12 @@ Calibrator::Calibrator(const Network& network, CalibrationOptions options)
   std::set<std::int32_t> seen_weights;
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const graph::Layer& layer = g.layers[l];
-    if (!s.quantized_layer(layer)) continue;
-    for (std::size_t p : State::operands(layer)) {
-      if (p >= layer.inputs.size() || layer.inputs[p] < 0) continue;
+    for (std::size_t p = 0; p < 2; ++p) {
+      if (!quantized_operand(o, layer, p)) continue;
       const std::int32_t id = layer.inputs[p];
       if (!is_float(g.tensor(id).dtype)) continue;
       if (g.tensor(id).kind == graph::TensorKind::kConstant) {
-        if (seen_weights.insert(id).second) s.weights.push_back({id, l, p, s.channel_axis(layer, p)});
+        if (seen_weights.insert(id).second) s.weights.push_back({id, l, s.channel_axis(layer, p)});
         continue;
       }
       if (!o.activations) continue;
@@ -184,17 +162,16 @@ void Calibrator::add_batch(const std::map<std::string, HostTensor>& inputs) {
     ++s.batches;
     return;
   }
-  const std::map<std::string, HostTensor> outputs = run_reference(s.probe, inputs);
+  std::map<std::string, HostTensor> outputs = run_reference(s.probe, inputs);
   for (std::size_t a = 0; a < s.activations.size(); ++a) {
     const std::string& name = s.probe_names[a];
     auto it = outputs.find(name);
-    const HostTensor* t = it != outputs.end() ? &it->second : nullptr;
-    if (t == nullptr) {
+    if (it == outputs.end()) {  // a network input that quantized layers read: the caller's values
       auto in = inputs.find(name);
       if (in == inputs.end()) throw InvalidArgumentError(fmt::format("calibration: no values for '{}'", name));
-      t = &in->second;
+      it = outputs.emplace(name, in->second).first;
     }
-    const std::vector<float> values = as_floats(*t);
+    const std::vector<float> values = cpu::to_f32(it->second);
     s.histograms[a].add(values.data(), values.size(), s.g.tensor(s.activations[a]).name.c_str());
   }
   ++s.batches;
@@ -232,7 +209,8 @@ std::vector<WeightScales> Calibrator::weight_scales() const {
   for (const WeightUse& w : s.weights) {
     const auto& t = s.g.tensor(w.tensor);
     const Dims dims = s.g.static_dims(w.tensor);
-    const std::vector<float> values = as_floats(builder::constant_tensor(s.g, w.tensor));
+    HostTensor weight = builder::constant_tensor(s.g, w.tensor);
+    const std::vector<float> values = cpu::to_f32(weight);
     WeightScales ws;
     ws.tensor = t.name;
     ws.layer = s.g.layers[w.layer].name;
@@ -320,21 +298,18 @@ Network build_quantized(const Calibrator& calibrator, const graph::Graph& g, Mad
   for (const auto& layer : g.layers) {
     bool changed = false;
     std::vector<Tensor> inputs;
-    for (auto id : layer.inputs) {
+    for (std::size_t p = 0; p < layer.inputs.size(); ++p) {
+      const std::int32_t id = layer.inputs[p];
       if (id < 0) {
         inputs.emplace_back();
         continue;
       }
       const auto& t = g.tensor(id);
-      const bool reads_as_quantized =
-          std::find(o.ops.begin(), o.ops.end(), layer.op) != o.ops.end() &&
-          std::find(o.skip_layers.begin(), o.skip_layers.end(), layer.name) == o.skip_layers.end();
-      if (reads_as_quantized && t.kind == graph::TensorKind::kConstant && weight_of.count(t.name) != 0) {
+      const bool quantized = quantized_operand(o, layer, p);
+      if (quantized && t.kind == graph::TensorKind::kConstant && weight_of.count(t.name) != 0) {
         inputs.push_back(weight(id));
         changed = true;
-      } else if (reads_as_quantized && by_tensor.count(t.name) != 0 &&
-                 std::find(by_tensor.at(t.name)->layers.begin(), by_tensor.at(t.name)->layers.end(), layer.name) !=
-                     by_tensor.at(t.name)->layers.end()) {
+      } else if (quantized && by_tensor.count(t.name) != 0) {
         inputs.push_back(activation(id));
         changed = true;
       } else {

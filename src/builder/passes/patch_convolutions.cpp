@@ -76,10 +76,12 @@ std::int32_t flatten_transpose_after(const graph::Graph& g, const TensorUses& us
 Network patch_convolutions(const Network& network, WeightPool& pool) {
   const graph::Graph& g = graph::graph_of(network);
   const TensorUses uses(g);
+  std::vector<bool> patch(g.layers.size(), false);      // the layers this pass rewrites
   std::vector<std::int32_t> tail(g.layers.size(), -1);  // patch convolution -> the transpose it absorbs
   std::vector<bool> absorbed(g.layers.size(), false);   // that transpose and the reshape before it
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
-    if (!is_patch_convolution(g, g.layers[l])) continue;
+    patch[l] = is_patch_convolution(g, g.layers[l]);
+    if (!patch[l]) continue;
     tail[l] = flatten_transpose_after(g, uses, g.layers[l]);
     if (tail[l] < 0) continue;
     absorbed[static_cast<std::size_t>(tail[l])] = true;
@@ -90,7 +92,7 @@ Network patch_convolutions(const Network& network, WeightPool& pool) {
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const auto& layer = g.layers[l];
     if (absorbed[l]) continue;
-    if (!is_patch_convolution(g, layer)) {
+    if (!patch[l]) {
       rewriter.copy_layer(layer);
       continue;
     }

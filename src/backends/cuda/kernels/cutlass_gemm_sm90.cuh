@@ -50,7 +50,7 @@ struct ConfigTraits<GemmConfig::kPingpong128x128>
     : Config<128, 128, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized> {};
 
 // A and B are K-major (A row-major [m, k]; B, the weight [n, k], column-major [k, n]); C and D row-major. The epilogue
-// is activation(beta · C + (alpha · acc + bias[n])) in f32, D rounded once.
+// is activation(beta · C + (alpha · acc + bias[n])) in f32 (alpha 1; beta 1 with a residual C, else 0), D rounded once.
 template <typename Element, GemmConfig kConfig>
 class CutlassFusedGemm final : public FusedGemm {
   using Traits = ConfigTraits<kConfig>;
@@ -132,7 +132,7 @@ class CutlassFusedGemm final : public FusedGemm {
          make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1})},
         hardware_};
     args.epilogue.thread.alpha = 1.0F;
-    args.epilogue.thread.beta = p.c != nullptr ? p.beta : 0.0F;
+    args.epilogue.thread.beta = p.c != nullptr ? 1.0F : 0.0F;
     args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);
     return args;
   }

@@ -21,16 +21,15 @@ enum class GemmConfig {
   kPingpong128x128,     // 128x128x64 tiles, no cluster
 };
 
-// One product, row-major: D[m, n] = gelu_erf(A[m, k] · B[n, k]ᵀ + bias[n] + beta · C[m, n]), accumulated in f32 with
-// the bias, residual and GELU applied to the f32 value and D rounded once. B is a linear layer's weight [out, in];
-// bias may be nullptr (zero); C is read only when beta is not 0.
+// One product, row-major: D[m, n] = gelu_erf(A[m, k] · B[n, k]ᵀ + bias[n] + C[m, n]), accumulated in f32 with the
+// bias, residual and GELU applied to the f32 value and D rounded once. B is a linear layer's weight [out, in]; bias
+// and the residual C may be nullptr (none).
 struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
   const void* b = nullptr;
   const void* bias = nullptr;
   const void* c = nullptr;
-  float beta = 0.0F;
   void* d = nullptr;
 };
 

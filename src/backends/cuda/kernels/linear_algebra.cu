@@ -595,8 +595,12 @@ struct FusedLinearPlan {
   std::optional<LinearPlan> fallback;
 };
 
-bool aligned_for_tma(const void* p) {
-  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % sm90::kAddressAlignment == 0;
+// Whether every address of the problem (absent ones aside) is 16-byte aligned.
+bool aligned_for_tma(const sm90::GemmProblem& p) {
+  for (const void* address : {p.a, p.b, p.bias, p.c, static_cast<const void*>(p.d)}) {
+    if (address != nullptr && reinterpret_cast<std::uintptr_t>(address) % sm90::kAddressAlignment != 0) return false;
+  }
+  return true;
 }
 
 template <sm90::GemmConfig kConfig>
@@ -636,7 +640,6 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
   p.b = weight.data;
   p.bias = bias != nullptr ? bias->data : nullptr;
   p.c = residual != nullptr ? residual->data : nullptr;
-  p.beta = 1.0F;
   p.d = out.data;
   plan.rebind = x.caller_buffer || weight.caller_buffer || (bias != nullptr && bias->caller_buffer) ||
                 (residual != nullptr && residual->caller_buffer) || out.caller_buffer;
@@ -644,9 +647,7 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
     plan.fallback = prepare_linear<true>(launch);
     return plan;
   }
-  for (const void* address : {p.a, p.b, p.bias, p.c, static_cast<const void*>(p.d)}) {
-    if (!aligned_for_tma(address)) launch.attrs->fail("an operand of the CUTLASS sm_90 product is not 16-byte aligned");
-  }
+  if (!aligned_for_tma(p)) launch.attrs->fail("an operand of the CUTLASS sm_90 product is not 16-byte aligned");
   plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   return plan;
 }
@@ -663,11 +664,9 @@ void launch_fused_linear(const StepLaunch& launch, const FusedLinearPlan& plan) 
     if (present(launch, 2)) p.bias = launch.inputs[2].data;
     if (plan.fallback->residual) p.c = launch.inputs[3].data;
     p.d = launch.outputs[0].data;
-    for (const void* address : {p.a, p.b, p.bias, p.c, static_cast<const void*>(p.d)}) {
-      if (!aligned_for_tma(address)) {
-        launch_linear(launch, *plan.fallback);
-        return;
-      }
+    if (!aligned_for_tma(p)) {
+      launch_linear(launch, *plan.fallback);
+      return;
     }
     plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   }
