@@ -5,7 +5,8 @@ optionally profiled with ncu.
 
     python3 bench/kernel_profile.py --cli .device/build/tools/cli/tensoracle --out $OUT/kernels [--ncu]
 
-Each case is a network JSON with f16 inputs and weights (no casts at the engine's edge), built for cuda fp16. For the
+Each case is a network JSON with f16 inputs and weights (no casts at the engine's edge), built for cuda fp16; the
+quantized_linear_* cases quantize the linear case explicitly (i8 or f8e4m3, per-feature weight scales). For the
 memory-bound cases it prints the bytes moved (read + written), the step's median time and the fraction of the copy
 limit measured in the same run with torch (cudaMemcpy device to device, read + write); for attention the TFLOP/s.
 """
@@ -21,12 +22,17 @@ from pathlib import Path
 import numpy as np
 
 
+SAFETENSORS_DTYPES = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int8): "I8"}
+
+
 def write_safetensors(path, tensors):
-    """tensors: name -> float16 array; the layout of the safetensors format (8-byte header size, JSON, data)."""
+    """tensors: name -> float16, float32 or int8 array; the layout of the safetensors format (8-byte header size,
+    JSON, data)."""
     header, blobs, offset = {}, [], 0
     for name, array in tensors.items():
         data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": "F16", "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": SAFETENSORS_DTYPES[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
     text = json.dumps(header).encode()
@@ -72,6 +78,34 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
         "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["h"]},
                    {"name": "act", "op": "gelu", "inputs": ["h"], "outputs": ["y"]}],
     }
+    # The same product quantized explicitly (what tensoracle calibrate writes): x quantized with one scale, the weight
+    # with one per output feature; the builder makes them one quantized_linear after the activation's quantize step.
+    w = h16(ffn, hidden)
+    for q, qmax in (("i8", 127.0), ("f8e4m3", 448.0)):
+        sw = (np.abs(w.astype(np.float32)).max(axis=1) / qmax).astype(np.float32)
+        if q == "i8":
+            weights = {"wq": np.clip(np.rint(w / sw[:, None]), -127, 127).astype(np.int8)}
+            quantize_weight = []
+        else:  # an f16 weight quantized in the network: folded into an f8e4m3 constant at build time
+            weights = {"wf": w}
+            quantize_weight = [{"name": "qw", "op": "quantize", "inputs": ["wf", "sw"], "outputs": ["wq"],
+                                "attrs": {"to": q, "axis": 0}}]
+        for act in ("", "_gelu_erf"):
+            layers = quantize_weight + [
+                {"name": "qx", "op": "quantize", "inputs": ["x", "sx"], "outputs": ["xq"], "attrs": {"to": q}},
+                {"name": "dqx", "op": "dequantize", "inputs": ["xq", "sx"], "outputs": ["xd"], "attrs": {"to": "f16"}},
+                {"name": "dqw", "op": "dequantize", "inputs": ["wq", "sw"], "outputs": ["wd"],
+                 "attrs": {"to": "f16", "axis": 0}},
+                {"name": "fc1", "op": "linear", "inputs": ["xd", "wd", "b"], "outputs": ["h" if act else "y"]}]
+            if act:
+                layers.append({"name": "act", "op": "gelu", "inputs": ["h"], "outputs": ["y"]})
+            yield {
+                "name": f"quantized_linear_{q}{act}", "flops": 2 * rows * hidden * ffn,
+                "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+                "weights": {**weights, "sw": sw, "b": h16(ffn)},
+                "inline": [{"name": "sx", "dtype": "f32", "shape": [], "values": [0.5 / qmax]}],
+                "layers": layers,
+            }
     yield {
         "name": "attention_packed", "flops": 4 * batch * heads * seq * seq * d,
         "inputs": [{"name": "qkv", "dtype": "f16", "shape": [batch, seq, 3 * hidden]}], "weights": {},
@@ -143,7 +177,8 @@ def main():
         d.mkdir(exist_ok=True)
         write_safetensors(d / "w.safetensors", case["weights"])
         net = {"format": "tensoracle-network", "version": 1, "inputs": case["inputs"],
-               "constants": [{"name": n, "weight": n, "file": "w.safetensors"} for n in case["weights"]],
+               "constants": [{"name": n, "weight": n, "file": "w.safetensors"} for n in case["weights"]] +
+                            case.get("inline", []),
                "layers": case["layers"], "outputs": ["y"]}
         (d / "net.json").write_text(json.dumps(net))
         engine = d / "net.engine"

@@ -3,7 +3,9 @@
 # (the erf-GELU products; the op-conformance cases of PERF_CONFORMANCE, a pytest -k expression, empty skips them; those
 # of PERF_SANITIZE under compute-sanitizer's memcheck and racecheck), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
-# within PERF_BUDGET_S seconds. Logs and results go to $OUT; a summary is printed last.
+# within PERF_BUDGET_S seconds, then bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default,
+# skips it). PERF_CONFORMANCE_FIRST (a -k expression, empty by default) runs those conformance cases again with every
+# step on its first candidate (--no-timing). Logs and results go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/tensoracle-gpu-perf}
@@ -26,6 +28,12 @@ if [[ -n $conformance ]]; then
   summary+=("conformance on cuda (-k '$conformance'): rc $? $(tail -n 1 "$out/conformance.log")")
   grep -E '^FAILED' "$out/conformance.log" | head -20
 fi
+if [[ -n ${PERF_CONFORMANCE_FIRST:-} ]]; then
+  TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_BUILD_ARGS=--no-timing timeout 200 python3 -m pytest -q \
+    -p no:cacheprovider tests/python/test_conformance.py -k "$PERF_CONFORMANCE_FIRST" >"$out/conformance_first.log" 2>&1
+  summary+=("conformance on cuda, first candidates (-k '$PERF_CONFORMANCE_FIRST'): rc $? $(tail -n 1 "$out/conformance_first.log")")
+  grep -E '^FAILED' "$out/conformance_first.log" | head -20
+fi
 # PERF_SANITIZE: a pytest -k expression of conformance cases to run under compute-sanitizer memcheck and racecheck.
 if [[ -n ${PERF_SANITIZE:-} ]]; then
   for tool in memcheck racecheck; do
@@ -45,6 +53,12 @@ if [[ -n $models ]]; then
     --out "$out/bench" --device cuda --models "$models" --budget-s "${PERF_BUDGET_S:-400}" >"$out/bench.log" 2>&1
   summary+=("pytorch_comparison ($models): rc $?")
 fi
+if [[ -n ${PERF_QUANTIZED:-} ]]; then
+  timeout "${PERF_QUANTIZED_TIMEOUT_S:-400}" python3 bench/quantized_comparison.py --cli "$TENSORACLE_CLI" \
+    --out "$out/quantized" --models "$PERF_QUANTIZED" ${PERF_QUANTIZED_ARGS:-} >"$out/quantized.log" 2>&1
+  summary+=("quantized_comparison ($PERF_QUANTIZED): rc $?")
+fi
 cat "$out/kernels.log" 2>/dev/null
+cat "$out/quantized.log" 2>/dev/null
 [[ -f $out/bench/results.md ]] && cat "$out/bench/results.md"
 printf '%s\n' "${summary[@]}"

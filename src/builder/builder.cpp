@@ -103,6 +103,10 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   builder::WeightPool pool;
   Network net = builder::remove_dead_layers(network);
   net = builder::fold_batch_norm(net, pool);
+  // Quantized products are found between folding the rest (a weight quantized in the network becomes its quantized
+  // constant) and folding the dequantizes, which would turn a quantized weight back into a float constant.
+  net = builder::fold_constants(net, pool, kMaxFoldedBytes, {"dequantize"});
+  net = builder::lower_quantized_products(net, pool);
   net = builder::fold_constants(net, pool, kMaxFoldedBytes);
   if (config_.precision == Precision::kFp16 || config_.precision == Precision::kBf16) {
     net = builder::lower_precision(

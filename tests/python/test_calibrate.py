@@ -152,6 +152,82 @@ def test_max_ranges_and_the_quantized_network_match_pytorch(tmp_path):
     assert (got["y"] - float_y).norm() / float_y.norm() > 1e-4
 
 
+@pytest.mark.parametrize("qtype", ["i8", "f8e4m3"])
+def test_an_engine_of_the_quantized_network_multiplies_quantized_operands(tmp_path, qtype):
+    """The builder lowers each calibrated linear to one quantized_linear (tensoracle inspect says so, and the weights
+    stay quantized: the engine holds fewer weight bytes than the float one's), with the results of the quantized
+    network's own math (PyTorch's quantize-dequantize in float64)."""
+    model, data, report, acts = calibrate(tmp_path, "max", extra=("--type", qtype))
+    engine, float_engine = tmp_path / "q.engine", tmp_path / "f.engine"
+    profile = ["--profile", "x=5x16"]
+    run("build", tmp_path / "q.json", "-o", engine, "-t", "cpu", "-p", "fp32", *profile, "-q")
+    run("build", tmp_path / "net.json", "-o", float_engine, "-t", "cpu", "-p", "fp32", *profile, "-q")
+    manifest = json.loads(run("inspect", engine).stdout)
+    quantized = {s["layer"]: s["quantized"] for s in manifest["steps"] if "quantized" in s}
+    assert quantized == {"fc1": qtype, "fc2": qtype}
+    assert {s["op"] for s in manifest["steps"] if s["layer"] in quantized} == {"quantized_linear"}
+    weight_bytes = lambda m: sum(w["size"] for w in m["weights"])  # noqa: E731
+    float_manifest = json.loads(run("inspect", float_engine).stdout)
+    # fc1 and fc2's weights: 1 byte instead of 4 per value, plus a 4-byte scale per output feature.
+    saved = (16 * 32 + 32 * 8) * 3 - (32 + 8) * 4
+    assert weight_bytes(float_manifest) - weight_bytes(manifest) >= saved - 64
+    out = tmp_path / "engine_out.safetensors"
+    run("run", engine, "--inputs", tmp_path / "batch0.safetensors", "-o", out)
+    got = load_file(str(out))["y"].double()
+    q = read_safetensors_f64(tmp_path / "q.safetensors")
+    x, _ = data[0]
+    quant = (lambda t, s, axis=None: fake_quant(t, s, axis=axis)) if qtype == "i8" else \
+        (lambda t, s, axis=None: fake_quant_e4m3(t, s, axis))
+    with torch.no_grad():
+        w1 = q["fc1.weight.quantized"] * q["fc1.weight.scale"][:, None]
+        w2 = q["fc2.weight.quantized"] * q["fc2.weight.scale"][:, None]
+        a = torch.relu(quant(x, acts["x"]["scale"]) @ w1.T + model.fc1.bias.double())
+        y = quant(a.float(), acts["a"]["scale"]) @ w2.T + model.fc2.bias.double()
+    err = (got - y).norm() / y.norm()
+    assert err < 1e-5, float(err)
+
+
+def e4m3_value(bits):
+    """The value of an e4m3fn byte (no infinities; 0x7F and 0xFF are NaN)."""
+    sign = -1.0 if bits & 0x80 else 1.0
+    exponent, mantissa = (bits >> 3) & 0xF, bits & 0x7
+    if exponent == 0xF and mantissa == 0x7:
+        return math.nan
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** -9
+    return sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+
+
+def read_safetensors_f64(path):
+    """Every tensor of a safetensors file as float64, F8_E4M3 included (torch 1.13 has no float8 dtype)."""
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + size])
+    table = torch.tensor([e4m3_value(b) for b in range(256)], dtype=torch.float64)
+    numpy_types = {"F32": np.float32, "I8": np.int8, "F16": np.float16}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        data = raw[8 + size + start:8 + size + end]
+        if info["dtype"] == "F8_E4M3":
+            t = table[torch.tensor(list(data), dtype=torch.long)]
+        else:
+            t = torch.from_numpy(np.frombuffer(data, dtype=numpy_types[info["dtype"]]).astype(np.float64))
+        out[name] = t.reshape(info["shape"])
+    return out
+
+
+def fake_quant_e4m3(t, scale, axis=None):
+    """t / scale rounded to e4m3fn (saturating at ±448) times scale, in float64."""
+    assert axis is None
+    v = (t.double() / scale).clamp(-448.0, 448.0)
+    exponent = torch.floor(torch.log2(v.abs().clamp(min=2.0 ** -9))).clamp(min=-6)
+    step = torch.pow(2.0, exponent - 3)
+    return torch.round(v / step) * step * scale
+
+
 def test_percentile_is_the_order_statistic_within_a_bin(tmp_path):
     model, data, report, acts = calibrate(tmp_path, "percentile", ("--percentile", "99.5"), rows=400)
     for name, values in activations(model, data).items():

@@ -22,6 +22,7 @@ const std::vector<KernelEntry>& kernel_registry() {
     register_pooling_kernels(all);
     register_resize_kernels(all);
     register_quantization_kernels(all);
+    register_quantized_linear_kernels(all);
     register_fused_elementwise_kernels(all);
     register_plugin_kernels(all);
     std::stable_sort(all.begin(), all.end(),

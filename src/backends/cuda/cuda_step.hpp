@@ -141,6 +141,7 @@ void register_convolution_kernels(std::vector<KernelEntry>& kernels);        // 
 void register_pooling_kernels(std::vector<KernelEntry>& kernels);            // kernels/pooling.cu
 void register_resize_kernels(std::vector<KernelEntry>& kernels);             // kernels/resize.cu
 void register_quantization_kernels(std::vector<KernelEntry>& kernels);       // kernels/quantization.cu
+void register_quantized_linear_kernels(std::vector<KernelEntry>& kernels);   // kernels/quantized_linear.cu
 void register_fused_elementwise_kernels(std::vector<KernelEntry>& kernels);  // kernels/fused_elementwise.cu
 void register_plugin_kernels(std::vector<KernelEntry>& kernels);             // kernels/plugin.cpp
 

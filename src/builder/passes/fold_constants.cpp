@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernel_context.hpp"
@@ -14,7 +15,8 @@
 
 namespace tensoracle::builder {
 
-Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes) {
+Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes,
+                       const std::vector<std::string>& keep_ops) {
   const graph::Graph& g = graph::graph_of(network);
   std::vector<bool> is_output(g.tensors.size(), false);
   for (auto id : g.outputs) is_output[static_cast<std::size_t>(id)] = true;
@@ -27,8 +29,8 @@ Network fold_constants(const Network& network, WeightPool& pool, std::size_t max
   GraphRewriter rewriter(g);
   for (const auto& layer : g.layers) {
     // Plugin layers are never folded: the plugin decides where it runs, and its host code may differ from its kernels.
-    bool foldable = layer.op != "plugin" && !layer.inputs.empty() &&
-                    std::all_of(layer.inputs.begin(), layer.inputs.end(), is_constant);
+    bool foldable = layer.op != "plugin" && std::find(keep_ops.begin(), keep_ops.end(), layer.op) == keep_ops.end() &&
+                    !layer.inputs.empty() && std::all_of(layer.inputs.begin(), layer.inputs.end(), is_constant);
     for (auto id : layer.outputs) {
       const Dims dims = g.static_dims(id);
       foldable = foldable && !is_output[static_cast<std::size_t>(id)] && dims.is_static() &&

@@ -28,6 +28,10 @@ bool bool_attr(const graph::Layer& layer, const char* name) {
   return graph::AttrReader(layer.attrs, layer.name, layer.op).get_bool(name, false);
 }
 
+// The inputs an epilogue-fusable layer has before its residual: x, weight, bias (linear, conv); x, weight, scale, bias
+// (quantized_linear).
+std::size_t inputs_before_residual(const std::string& op) { return op == "quantized_linear" ? 4 : 3; }
+
 bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {
   return g.tensor(a).shape == g.tensor(b).shape && g.tensor(a).dtype == g.tensor(b).dtype;
 }
@@ -107,10 +111,13 @@ Network fuse_epilogues(const Network& network) {
   std::vector<bool> anchor(g.layers.size(), false);
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const auto& layer = g.layers[l];
-    const bool linear = layer.op == "linear";
+    const bool linear = layer.op == "linear" || layer.op == "quantized_linear";
     const bool conv = layer.op == "conv" && g.tensor(layer.inputs[0]).shape.size() == 4 && layer.inputs.size() > 2 &&
                       layer.inputs[2] >= 0;  // cuDNN's fused form needs a bias
-    if ((!linear && !conv) || layer.inputs.size() > 3 || string_attr(layer, "activation", "none") != "none") continue;
+    if ((!linear && !conv) || layer.inputs.size() > inputs_before_residual(layer.op) ||
+        string_attr(layer, "activation", "none") != "none") {
+      continue;
+    }
     Fusion f;
     std::int32_t value = layer.outputs[0];
     const TensorUse* use = uses.only_reader(value);
@@ -164,7 +171,7 @@ Network fuse_epilogues(const Network& network) {
     if (fusion[a].last != l) continue;
     const auto& base = g.layers[a];
     std::vector<Tensor> inputs;
-    for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t i = 0; i < inputs_before_residual(base.op); ++i)
       inputs.push_back(i < base.inputs.size() ? rewriter.get(base.inputs[i]) : Tensor{});
     inputs.push_back(rewriter.get(fusion[a].residual));
     while (!inputs.back().valid()) inputs.pop_back();

@@ -27,22 +27,33 @@ bool is_constant(const graph::Graph& g, std::int32_t id) {
 
 bool has_input(const graph::Layer& layer, std::size_t i) { return i < layer.inputs.size() && layer.inputs[i] >= 0; }
 
-// A plain product x · Wᵀ (+ b) with constant weight and bias: no residual and no epilogue yet.
-bool is_plain_constant_linear(const graph::Graph& g, const graph::Layer& layer) {
-  if (layer.op != "linear" || layer.outputs.size() != 1 || has_input(layer, 3)) return false;
+// The input positions of a product's bias and residual: linear (x, weight, bias, residual) and quantized_linear (x,
+// weight, scale, bias, residual, whose scale per output feature concatenates along N as the weight does).
+std::size_t bias_input(const std::string& op) { return op == "quantized_linear" ? 3 : 2; }
+
+// A plain product x · Wᵀ (+ b) with constant weight, bias (and scale): no residual and no epilogue yet.
+bool is_plain_constant_product(const graph::Graph& g, const graph::Layer& layer) {
+  if (layer.op != "linear" && layer.op != "quantized_linear") return false;
+  const std::size_t bias = bias_input(layer.op);
+  if (layer.outputs.size() != 1 || has_input(layer, bias + 1)) return false;
   if (graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none") != "none") return false;
   if (!is_constant(g, layer.inputs[1]) || g.tensor(layer.inputs[1]).shape.size() != 2) return false;
-  return !has_input(layer, 2) || is_constant(g, layer.inputs[2]);
+  if (layer.op == "quantized_linear" && !is_constant(g, layer.inputs[2])) return false;
+  return !has_input(layer, bias) || is_constant(g, layer.inputs[bias]);
 }
 
-// What the members of a group share: the input, the weight's dtype and K, and the bias's dtype (or none).
-using GroupKey = std::tuple<std::int32_t, DataType, std::int64_t, bool, DataType>;
+// What the members of a group share: the op, the input, the weight's dtype and K, the output's dtype and whether they
+// have a bias.
+using GroupKey = std::tuple<std::string, std::int32_t, DataType, std::int64_t, DataType, bool>;
 
 GroupKey key_of(const graph::Graph& g, const graph::Layer& layer) {
   const std::int32_t w = layer.inputs[1];
-  const bool bias = has_input(layer, 2);
-  return {layer.inputs[0], g.tensor(w).dtype, g.static_dims(w)[1], bias,
-          bias ? g.tensor(layer.inputs[2]).dtype : g.tensor(w).dtype};
+  return {layer.op,
+          layer.inputs[0],
+          g.tensor(w).dtype,
+          g.static_dims(w)[1],
+          g.tensor(layer.outputs[0]).dtype,
+          has_input(layer, bias_input(layer.op))};
 }
 
 // The attention input (0 = q, 1 = k, 2 = v) that a product's output becomes through a head reshape and a head
@@ -116,7 +127,7 @@ Network fuse_qkv_projections(const Network& network, WeightPool& pool) {
   // share an input stay apart: their split would be a copy of the whole product.
   std::map<std::size_t, std::array<std::int64_t, 3>> by_attention;  // attention layer -> q, k, v products
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
-    if (!is_plain_constant_linear(g, g.layers[l])) continue;
+    if (!is_plain_constant_product(g, g.layers[l])) continue;
     const auto [role, attention] = attention_role(g, uses, g.layers[l].outputs[0]);
     if (role < 0) continue;
     auto [it, added] =
@@ -163,12 +174,18 @@ Network fuse_qkv_projections(const Network& network, WeightPool& pool) {
     std::vector<Tensor> inputs{
         rewriter.get(layer.inputs[0]),
         net.add_constant(pool.add(wname, g.tensor(w0).dtype, Dims{n, k}, concatenated(g, members, 1)), wname)};
-    if (has_input(layer, 2)) {
+    const std::size_t bias = bias_input(layer.op);
+    if (layer.op == "quantized_linear") {
+      const std::string sname = unused_name(g, out, name + "/scale");
+      inputs.push_back(net.add_constant(
+          pool.add(sname, g.tensor(layer.inputs[2]).dtype, Dims{n}, concatenated(g, members, 2)), sname));
+    }
+    if (has_input(layer, bias)) {
       const std::string bname = unused_name(g, out, name + "/bias");
       inputs.push_back(net.add_constant(
-          pool.add(bname, g.tensor(layer.inputs[2]).dtype, Dims{n}, concatenated(g, members, 2)), bname));
+          pool.add(bname, g.tensor(layer.inputs[bias]).dtype, Dims{n}, concatenated(g, members, bias)), bname));
     }
-    const Tensor product = net.add_layer("linear", inputs, {}, name)[0];
+    const Tensor product = net.add_layer(layer.op, inputs, layer.attrs, name)[0];
     const std::string split_name = unused_name(g, out, name + "/split", members.size());
     const std::vector<Tensor> parts =
         net.add_layer("split", {product}, {{"sizes", sizes}, {"axis", std::int64_t{-1}}}, split_name);

@@ -47,6 +47,29 @@ void lower_plugin_layer(GraphRewriter& rewriter, const graph::Layer& layer, Data
   }
 }
 
+// The input position of a quantization scale in the ops that read one (-1: none).
+int scale_position(const std::string& op) {
+  if (op == "quantize" || op == "dequantize") return 1;
+  if (op == "quantized_linear") return 2;
+  return -1;
+}
+
+// Per tensor: whether every reader reads it as a quantization scale (which must stay f32).
+std::vector<bool> read_only_as_scale(const graph::Graph& g) {
+  std::vector<int> scale_reads(g.tensors.size(), 0), reads(g.tensors.size(), 0);
+  for (const auto& layer : g.layers) {
+    for (std::size_t i = 0; i < layer.inputs.size(); ++i) {
+      if (layer.inputs[i] < 0) continue;
+      const auto id = static_cast<std::size_t>(layer.inputs[i]);
+      ++reads[id];
+      if (static_cast<int>(i) == scale_position(layer.op)) ++scale_reads[id];
+    }
+  }
+  std::vector<bool> only(g.tensors.size(), false);
+  for (std::size_t id = 0; id < g.tensors.size(); ++id) only[id] = reads[id] > 0 && scale_reads[id] == reads[id];
+  return only;
+}
+
 }  // namespace
 
 Network lower_precision(const Network& network, DataType low, WeightPool& pool, plugin::Device device) {
@@ -62,9 +85,10 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool, 
     net.rename_tensor(cast, t.name + suffix);
     rewriter.set(id, cast);
   }
+  const std::vector<bool> scale = read_only_as_scale(g);
   for (std::size_t id = 0; id < g.tensors.size(); ++id) {
     const auto& t = g.tensors[id];
-    if (t.kind != graph::TensorKind::kConstant || t.dtype != DataType::kF32) continue;
+    if (t.kind != graph::TensorKind::kConstant || t.dtype != DataType::kF32 || scale[id]) continue;
     const auto sid = static_cast<std::int32_t>(id);
     const Dims dims = g.static_dims(sid);
     if (t.inline_constant) {
@@ -83,9 +107,9 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool, 
       continue;
     }
     Attributes attrs = layer.attrs;
-    if (layer.op == "cast" || layer.op == "dequantize") {
+    if (layer.op == "cast" || layer.op == "dequantize" || layer.op == "quantized_linear") {
       auto it = attrs.find("to");
-      const bool to_f32 = it == attrs.end() ? layer.op == "dequantize"
+      const bool to_f32 = it == attrs.end() ? layer.op != "cast"
                                             : std::holds_alternative<std::string>(it->second) &&
                                                   std::get<std::string>(it->second) == to_string(DataType::kF32);
       if (to_f32) attrs["to"] = std::string(to_string(low));

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "builder/weight_pool.hpp"
 #include "tensoracle/network.hpp"
@@ -17,12 +19,21 @@ Network remove_dead_layers(const Network& network);  // passes/remove_dead_layer
 Network fold_batch_norm(const Network& network, WeightPool& pool);  // passes/fold_batch_norm.cpp
 
 // Evaluates layers whose inputs are all constants on the CPU at build time and replaces them by
-// constants (their results), unless a result is a network output or larger than max_bytes.
-Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes);  // passes/fold_constants.cpp
+// constants (their results), unless a result is a network output or larger than max_bytes, or the layer's op is one
+// of keep_ops.
+Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes,
+                       const std::vector<std::string>& keep_ops = {});  // passes/fold_constants.cpp
+
+// Every target: a linear whose x is a dequantize (one constant scale) of an i8 or f8e4m3 tensor and whose weight is a
+// dequantize of a constant of the same type (one constant scale, or one per output feature) becomes quantized_linear:
+// the quantized operands multiplied as they are, the two scales combined into one per output feature (f32), bias and
+// epilogue kept. The weight stays quantized in the engine. Dequantizes nothing else reads are dropped.
+Network lower_quantized_products(const Network& network, WeightPool& pool);  // passes/quantized_products.cpp
 
 // Lowers every f32 tensor to `low` (f16 or bf16): f32 weights are converted, f32 inputs are cast
-// on entry and f32 outputs cast back on exit; casts and dequantizes to f32 produce `low` instead. Plugin layers get
-// `low` where their plugin supports it on `device`, else keep their dtypes with casts around them.
+// on entry and f32 outputs cast back on exit; casts, dequantizes and quantized_linears to f32 produce `low` instead;
+// quantization scales (constants only quantize, dequantize and quantized_linear read as their scale) stay f32. Plugin
+// layers get `low` where their plugin supports it on `device`, else keep their dtypes with casts around them.
 Network lower_precision(const Network& network, DataType low, WeightPool& pool,
                         plugin::Device device);  // passes/lower_precision.cpp
 
@@ -35,14 +46,16 @@ Network fuse_matmul_bias(const Network& network, WeightPool& pool);  // passes/f
 // and transposed to [N, Ho·Wo, O] (flatten(2).transpose(1, 2)), the product's rows reshaped are that result instead.
 Network patch_convolutions(const Network& network, WeightPool& pool);  // passes/patch_convolutions.cpp
 
-// CUDA target: the q, k and v projections of one attention (plain linear layers: constant weight, constant bias in
-// all three or none, no residual or activation; each read through a head reshape and transpose) that read the same
-// input become one linear with the weights (and biases) concatenated along N in q, k, v order and a split along the
+// CUDA target: the q, k and v projections of one attention (plain linear layers, or quantized_linear ones: constant
+// weight (and scale), constant bias in all three or none, no residual or activation; each read through a head reshape
+// and transpose) that read the same input become one product with the weights (scales, biases) concatenated along N
+// in q, k, v order and a split along the
 // last axis that gives back their outputs under their names, which fuse_attention_layout then reads "packed" (BERT).
 Network fuse_qkv_projections(const Network& network, WeightPool& pool);  // passes/fuse_qkv_projections.cpp
 
-// CUDA target: linear / 2D conv (with a bias) followed by a residual add and/or an activation (relu; for linear also
-// gelu, tanh-approximated or erf) becomes one layer with the "activation" attribute and the residual as input 3, as
+// CUDA target: linear / quantized_linear / 2D conv (with a bias) followed by a residual add and/or an activation
+// (relu; for the linears also gelu, tanh-approximated or erf) becomes one layer with the "activation" attribute and the
+// residual as its last input (3; 4 for quantized_linear), as
 // cuBLASLt, CUTLASS (erf GELU on sm_90; elsewhere a kernel after cuBLASLt's product) and cuDNN epilogues compute it.
 // conv takes a residual only when an activation follows (cuDNN's fused form).
 Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/linear_checks.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -59,39 +60,15 @@ std::vector<OutputType> infer_linear(InferContext& ctx) {
   const TensorType& weight = ctx.input(1, "weight");
   ctx.require_dtype(x, kFloatTypes, "x");
   ctx.require_same_dtype(x, weight);
-  if (x.rank() < 1) ctx.fail(fmt::format("x '{}' must have rank >= 1, but is a scalar", x.name));
-  ctx.require_rank(weight, 2, "weight");
-  const DimId in = x.shape.back();
-  const DimId out = weight.shape[0];
-  ctx.require_equal(
-      weight.shape[1], in,
-      fmt::format("weight '{}' has shape {} but x '{}' has shape {} (weight's dim 1 must equal x's last dim)",
-                  weight.name, ctx.shape_string(weight.shape), x.name, ctx.shape_string(x.shape)));
+  std::vector<DimId> shape = linear_output_shape(ctx, x, weight);
   if (ctx.has_input(2)) {
     const TensorType& bias = ctx.input(2, "bias");
     ctx.require_same_dtype(x, bias);
-    ctx.require_rank(bias, 1, "bias");
-    ctx.require_equal(
-        bias.shape[0], out,
-        fmt::format("bias '{}' has shape {} but weight '{}' has shape {} (bias's size must equal weight's dim 0)",
-                    bias.name, ctx.shape_string(bias.shape), weight.name, ctx.shape_string(weight.shape)));
+    require_per_feature(ctx, bias, "bias", weight);
   }
-  std::vector<DimId> shape = x.shape;
-  shape.back() = out;
   // The fused epilogue (made by the builder): activation(x·Wᵀ + bias + residual).
-  const std::string activation = ctx.get_string("activation", "none");
-  if (activation != "none" && activation != "relu" && activation != "gelu_tanh" && activation != "gelu_erf") {
-    ctx.fail(fmt::format("attribute 'activation' must be \"none\", \"relu\", \"gelu_tanh\" or \"gelu_erf\", not \"{}\"",
-                         activation));
-  }
-  if (ctx.has_input(3)) {
-    const TensorType& residual = ctx.input(3, "residual");
-    ctx.require_same_dtype(x, residual);
-    const std::string what = fmt::format("residual '{}' has shape {} but the output has shape {}", residual.name,
-                                         ctx.shape_string(residual.shape), ctx.shape_string(shape));
-    if (residual.rank() != static_cast<int>(shape.size())) ctx.fail(what);
-    for (std::size_t i = 0; i < shape.size(); ++i) ctx.require_equal(residual.shape[i], shape[i], what);
-  }
+  if (ctx.has_input(3)) ctx.require_same_dtype(x, ctx.input(3, "residual"));
+  check_linear_epilogue(ctx, 3, shape);
   return {OutputType{x.dtype, std::move(shape)}};
 }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/linear_checks.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -52,6 +53,32 @@ std::vector<OutputType> infer_dequantize(InferContext& ctx) {
   return {OutputType{to, x.shape}};
 }
 
+// x [..., in] (i8 or f8e4m3) · weight[out, in]ᵀ (the same type), scaled per output feature by scale[out] (f32), plus
+// bias[out] and the residual, through the activation; the result in `to` (a float type). The builder's lowering of a
+// linear between dequantizes (builder::lower_quantized_products).
+std::vector<OutputType> infer_quantized_linear(InferContext& ctx) {
+  const TensorType& x = ctx.input(0, "x");
+  const TensorType& weight = ctx.input(1, "weight");
+  const TensorType& scale = ctx.input(2, "scale");
+  ctx.require_dtype(x, kQuantizedTypes, "x");
+  ctx.require_same_dtype(x, weight);
+  std::vector<DimId> shape = linear_output_shape(ctx, x, weight);
+  ctx.require_dtype(scale, {DataType::kF32}, "scale");
+  require_per_feature(ctx, scale, "scale", weight);
+  const DataType to = ctx.get_dtype("to", DataType::kF32);
+  if (to != DataType::kF32 && to != DataType::kF16 && to != DataType::kBF16) {
+    ctx.fail(fmt::format("attribute 'to' must be f32, f16 or bf16, not {}", to_string(to)));
+  }
+  if (ctx.has_input(3)) {
+    const TensorType& bias = ctx.input(3, "bias");
+    ctx.require_dtype(bias, {to}, "bias");
+    require_per_feature(ctx, bias, "bias", weight);
+  }
+  if (ctx.has_input(4)) ctx.require_dtype(ctx.input(4, "residual"), {to}, "residual");
+  check_linear_epilogue(ctx, 4, shape);
+  return {OutputType{to, std::move(shape)}};
+}
+
 }  // namespace
 
 void register_quantization_ops(std::vector<OpDef>& ops) {
@@ -67,6 +94,13 @@ void register_quantization_ops(std::vector<OpDef>& ops) {
                       {"to", "axis"},
                       infer_dequantize,
                       "x * scale for i8 or f8e4m3 x; scale per tensor or per channel"});
+  ops.push_back(OpDef{"quantized_linear",
+                      3,
+                      5,
+                      {"to", "activation"},
+                      infer_quantized_linear,
+                      "activation(scale[out] * (x [..., in] · weight[out, in]ᵀ) + bias[out] + residual) for i8 or "
+                      "f8e4m3 x and weight, in `to`"});
 }
 
 }  // namespace tensoracle::graph

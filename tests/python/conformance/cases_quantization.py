@@ -152,5 +152,124 @@ def f8_cases():
     return cases
 
 
+ACTIVATIONS = {
+    "none": lambda v: v,
+    "relu": torch.relu,
+    "gelu_erf": lambda v: torch.nn.functional.gelu(v),
+    "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
+}
+
+
+def quantized_product(xq, wq, scale, bias=None, residual=None, activation="none"):
+    """activation(scale[n] * (xq · wqᵀ) + bias + residual), all float64: the quantized product's math."""
+    y = xq.to(torch.float64) @ wq.to(torch.float64).T * scale.to(torch.float64)
+    if bias is not None:
+        y = y + bias
+    if residual is not None:
+        y = y + residual
+    return ACTIVATIONS[activation](y)
+
+
+def quantized_linear_cases():
+    """quantized_linear itself (the op the builder lowers a linear between dequantizes to): i8 operands as network
+    inputs and weights; f8e4m3 ones quantized inside the network (torch 1.13 has no float8 tensors), the weight's
+    quantize folded into a constant at build time. Sizes with K a multiple of 16 and N of 8 and an f16 result are
+    what the sm_90 CUTLASS products take; the others run the tiled kernel."""
+    cases = []
+
+    def i8_case(name, m, k, n, out, activation="none", bias=True, residual=False, dynamic=None):
+        dtype = FLOATS[out]
+        inputs = {"xq": torch.randint(-128, 128, (*m, k), dtype=torch.int8)}
+        weights = {"w": torch.randint(-127, 128, (n, k), dtype=torch.int8), "s": scales(n, low=1e-4, high=1e-3)}
+        names = ["xq", "w", "s"]
+        if bias:
+            weights["b"] = rand(n, dtype=dtype)
+            names.append("b")
+        if residual:
+            inputs["r"] = rand(*m, n, dtype=dtype)
+            names += [None] * (4 - len(names)) + ["r"]
+        ref = lambda t: {"y": quantized_product(t["xq"], t["w"], t["s"], t.get("b"), t.get("r"), activation)}
+        cases.append(Case(name, [layer("quantized_linear", names, to=out, activation=activation)], inputs, ref,
+                          weights=weights, dynamic=dynamic or {}))
+
+    i8_case("quantized_linear_i8_bias_f32", (6,), 48, 24, "f32")
+    i8_case("quantized_linear_i8_no_bias_relu_f32", (2, 5), 20, 7, "f32", activation="relu", bias=False)
+    i8_case("quantized_linear_i8_gelu_tanh_bf16", (9,), 32, 16, "bf16", activation="gelu_tanh")
+    i8_case("quantized_linear_i8_bias_f16", (40,), 64, 32, "f16")
+    i8_case("quantized_linear_i8_gelu_erf_residual_f16", (3, 50), 128, 48, "f16", activation="gelu_erf", residual=True)
+    i8_case("quantized_linear_i8_residual_no_bias_f16", (130,), 256, 136, "f16", bias=False, residual=True)
+    i8_case("quantized_linear_i8_unaligned_k_f16", (17,), 40, 24, "f16")  # k not a multiple of 16: tiled only
+    i8_case("quantized_linear_i8_dynamic_f16", (7,), 64, 16, "f16", dynamic={"xq": [-1, 64]})
+    i8_case("quantized_linear_i8_empty_rows_f16", (0,), 32, 16, "f16")
+
+    def f8_case(name, m, k, n, out, activation="none", residual=False):
+        dtype = FLOATS[out]
+        inputs = {"x": rand(*m, k, dtype=dtype, low=-6, high=6)}
+        weights = {"wf": rand(n, k, low=-1, high=1), "sw": scales(n, low=1 / 448, high=2 / 448),
+                   "s": scales(n, low=1e-3, high=1e-2), "b": rand(n, dtype=dtype)}
+        layers = [layer("quantize", ["x", "sx"], "xq", to="f8e4m3"),
+                  layer("quantize", ["wf", "sw"], "w", to="f8e4m3", axis=0)]
+        names = ["xq", "w", "s", "b"]
+        if residual:
+            inputs["r"] = rand(*m, n, dtype=dtype)
+            names.append("r")
+        layers.append(layer("quantized_linear", names, to=out, activation=activation))
+
+        def ref(t):
+            xq = quantize_e4m3(t["x"], t["sx"])
+            wq = quantize_e4m3(t["wf"], t["sw"], 0)
+            return {"y": quantized_product(xq, wq, t["s"], t["b"], t.get("r"), activation)}
+
+        cases.append(Case(name, layers, inputs, ref, weights=weights, outputs=["y"], inline={"sx": ([0.05], "f32", [])}))
+
+    f8_case("quantized_linear_f8e4m3_bias_f16", (33,), 64, 48, "f16")
+    f8_case("quantized_linear_f8e4m3_gelu_erf_residual_f16", (2, 70), 192, 64, "f16", "gelu_erf", residual=True)
+    f8_case("quantized_linear_f8e4m3_relu_bf16", (12,), 32, 8, "bf16", "relu")
+    f8_case("quantized_linear_f8e4m3_bias_f32", (5,), 24, 10, "f32")
+    return cases
+
+
+def qdq_linear_cases():
+    """The explicit-quantization pattern (what tensoracle calibrate writes): quantize -> dequantize on the activation
+    and a dequantize of a quantized weight, both feeding a linear. The builder lowers it to quantized_linear; the
+    reference is the pattern's own math."""
+    cases = []
+    for q in ("i8", "f8e4m3"):
+        for dname in ("f32", "f16"):
+            dtype = FLOATS[dname]
+            k, n = 64, 32
+            if q == "i8":
+                wq = torch.randint(-127, 128, (n, k), dtype=torch.int8)
+                weights = {"wq": wq}
+                weight_layers = []
+                wname = "wq"
+            else:
+                weights = {"wf": rand(n, k, low=-1, high=1)}
+                weight_layers = [layer("quantize", ["wf", "sw8"], "wq8", to="f8e4m3", axis=0)]
+                wname = "wq8"
+            weights["sw"] = scales(n, low=1e-3, high=4e-3)
+            if q != "i8":
+                weights["sw8"] = scales(n, low=1 / 448, high=2 / 448)
+            weights["b"] = rand(n, dtype=dtype)
+            x = rand(4, 9, k, dtype=dtype, low=-3, high=3)
+            layers = weight_layers + [
+                layer("quantize", ["x", "sx"], "xq", to=q),
+                layer("dequantize", ["xq", "sx"], "xd", to=dname),
+                layer("dequantize", [wname, "sw"], "wd", to=dname, axis=0),
+                layer("linear", ["xd", "wd", "b"], "h"),
+                layer("gelu", ["h"], "y"),
+            ]
+
+            def ref(t, q=q):
+                quant = quantize_i8 if q == "i8" else quantize_e4m3
+                xq = quant(t["x"], t["sx"])
+                wq = t["wq"] if q == "i8" else quantize_e4m3(t["wf"], t["sw8"], 0)
+                return {"y": quantized_product(xq, wq, t["sx"] * t["sw"], t["b"], None, "gelu_erf")}
+
+            cases.append(Case(f"qdq_linear_{q}_per_channel_gelu_{dname}", layers, {"x": x}, ref, weights=weights,
+                              outputs=["y"], inline={"sx": ([0.025], "f32", [])}))
+    return cases
+
+
 def cases():
-    return quantize_cases() + dequantize_cases() + f8_cases()
+    return quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + qdq_linear_cases()

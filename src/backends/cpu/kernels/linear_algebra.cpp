@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/blas.hpp"
+#include "backends/cpu/kernels/epilogue.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
 
 namespace tensoracle::cpu {
@@ -61,27 +62,9 @@ void linear(KernelContext& ctx) {
   const std::vector<T> vx = load<T>(x), vw = load<T>(weight);
   std::vector<T> c(out.size());
   gemm(ctx, false, true, rows, features, in, vx.data(), vw.data(), c.data());
-  // The bias is added in double so that the output is rounded once more only, to its dtype.
+  // The bias (and the builder's fused epilogue) in double: the output is rounded once more only, to its dtype.
   std::vector<double> y(c.begin(), c.end());
-  if (ctx.has_input(2)) {
-    const std::vector<double> bias = to_f64(ctx.input(2));
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
-  }
-  // The fused epilogue (made by the builder): + residual, then the activation; still one rounding.
-  if (ctx.has_input(3)) {
-    const std::vector<double> residual = to_f64(ctx.input(3));
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i];
-  }
-  const std::string activation = ctx.get_string("activation", "none");
-  if (activation == "relu") {
-    for (double& v : y) v = v < 0.0 ? 0.0 : v;  // as the relu kernel
-  } else if (activation == "gelu_tanh") {
-    constexpr double kSqrt2_Pi = 0.79788456080286535588;  // sqrt(2/pi), as the gelu kernel
-    for (double& v : y) v = 0.5 * v * (1.0 + std::tanh(kSqrt2_Pi * (v + 0.044715 * v * v * v)));
-  } else if (activation == "gelu_erf") {
-    constexpr double kSqrt1_2 = 0.70710678118654752440;  // 1/sqrt(2), as the gelu kernel
-    for (double& v : y) v = 0.5 * v * (1.0 + std::erf(v * kSqrt1_2));
-  }
+  apply_epilogue(ctx, y, 2, 3);
   from_f64(out, y);
 }
 

@@ -1,10 +1,13 @@
-// CPU reference kernels of the quantization family: symmetric (zero point 0) quantize and dequantize, i8 and f8e4m3.
+// CPU reference kernels of the quantization family: symmetric (zero point 0) quantize and dequantize, i8 and f8e4m3,
+// and the quantized linear (a product of quantized operands, scaled per output feature).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "backends/cpu/kernel_context.hpp"
+#include "backends/cpu/kernels/blas.hpp"
+#include "backends/cpu/kernels/epilogue.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
 
 namespace tensoracle::cpu {
@@ -88,11 +91,29 @@ void dequantize_kernel(KernelContext& ctx) {
   from_f64(ctx.output(0), result);
 }
 
+// activation(scale[n] * Σ_k x[m, k] · weight[n, k] + bias[n] + residual[m, n]), rounded once to the output dtype.
+// The quantized values are exact in double and so are their products; the sum (dgemm) is exact for i8 and within a
+// double's rounding for f8e4m3, far below any output dtype's.
+void quantized_linear_kernel(KernelContext& ctx) {
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& weight = ctx.input(1);
+  const TensorRef& out = ctx.output(0);
+  const std::int64_t features = weight.shape[0], in = weight.shape[1];
+  const std::int64_t rows = features == 0 ? 0 : static_cast<std::int64_t>(out.size()) / features;
+  const std::vector<double> vx = to_f64(x), vw = to_f64(weight), scale = to_f64(ctx.input(2));
+  std::vector<double> y(out.size());
+  blas::gemm(ctx, false, true, rows, features, in, vx.data(), vw.data(), y.data());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] *= scale[i % scale.size()];
+  apply_epilogue(ctx, y, 3, 4);
+  from_f64(out, y);
+}
+
 }  // namespace
 
 void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
   kernels.push_back({"quantize", quantize_kernel});
   kernels.push_back({"dequantize", dequantize_kernel});
+  kernels.push_back({"quantized_linear", quantized_linear_kernel});
 }
 
 }  // namespace tensoracle::cpu

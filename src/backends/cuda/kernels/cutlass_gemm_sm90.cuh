@@ -1,5 +1,5 @@
-// The CUTLASS Hopper products behind cutlass_gemm_sm90.hpp: one template over element type and configuration,
-// instantiated by cutlass_gemm_sm90_{f16,bf16}.cu (compiled for sm_90a only).
+// The CUTLASS Hopper products behind cutlass_gemm_sm90.hpp: one template over operand and result types, activation,
+// scaling and configuration, instantiated by cutlass_gemm_sm90{,_bf16,_fp8,_int8}.cu (compiled for sm_90a only).
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -16,54 +16,68 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::cuda::sm90 {
 
-// One configuration: tile, cluster, kernel and epilogue schedules.
-template <int kM, int kN, int kClusterM, class KernelSchedule_, class EpilogueSchedule_>
+// One configuration: tile (its K extent is 128 bytes of operands), cluster, kernel and epilogue schedules.
+template <int kM, int kN, int kK, int kClusterM, class KernelSchedule_, class EpilogueSchedule_>
 struct Config {
-  using Tile = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::_64>;
+  using Tile = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
   using Cluster = cute::Shape<cute::Int<kClusterM>, cute::_1, cute::_1>;
   using KernelSchedule = KernelSchedule_;
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
-// The three configurations of GemmConfig.
-template <GemmConfig kConfig>
+// The three configurations of GemmConfig, for operands of kBits bits.
+template <GemmConfig kConfig, int kBits>
 struct ConfigTraits;
-template <>
-struct ConfigTraits<GemmConfig::kCooperative128x256>
-    : Config<128, 256, 2, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+template <int kBits>
+struct ConfigTraits<GemmConfig::kCooperative128x256, kBits>
+    : Config<128, 256, 1024 / kBits, 2, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
              cutlass::epilogue::TmaWarpSpecializedCooperative> {};
-template <>
-struct ConfigTraits<GemmConfig::kCooperative128x128>
-    : Config<128, 128, 1, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+template <int kBits>
+struct ConfigTraits<GemmConfig::kCooperative128x128, kBits>
+    : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
              cutlass::epilogue::TmaWarpSpecializedCooperative> {};
-template <>
-struct ConfigTraits<GemmConfig::kPingpong128x128>
-    : Config<128, 128, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized> {};
+template <int kBits>
+struct ConfigTraits<GemmConfig::kPingpong128x128, kBits>
+    : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+             cutlass::epilogue::TmaWarpSpecialized> {};
 
 // A and B are K-major (A row-major [m, k]; B, the weight [n, k], column-major [k, n]); C and D row-major. The epilogue
-// is activation(beta · C + (alpha · acc + bias[n])) in f32 (alpha 1; beta 1 with a residual C, else 0), D rounded once.
-template <typename Element, GemmConfig kConfig>
+// is activation(beta · C + (alpha · acc + bias[n])) in f32 (beta 1 with a residual C, else 0; alpha 1, or scale[n]
+// when kScaled), D rounded once. i8 operands accumulate in i32 (exact), the others in f32.
+template <typename ElementIn, typename ElementOut, template <class> class ActivationFn, bool kScaled,
+          GemmConfig kConfig>
 class CutlassFusedGemm final : public FusedGemm {
-  using Traits = ConfigTraits<kConfig>;
-  static constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;  // elements in 16 bytes
-  using FusionOp = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<cutlass::epilogue::thread::GELU, Element, float,
-                                                                      Element, Element, float>;
+  static constexpr int kInBits = cutlass::sizeof_bits<ElementIn>::value;
+  using Traits = ConfigTraits<kConfig, kInBits>;
+  using Accumulator = std::conditional_t<std::is_same_v<ElementIn, std::int8_t>, std::int32_t, float>;
+  static constexpr int kInAlignment = 128 / kInBits;  // elements in 16 bytes
+  static constexpr int kOutAlignment = 128 / cutlass::sizeof_bits<ElementOut>::value;
+  using FusionOp =
+      std::conditional_t<kScaled,
+                         cutlass::epilogue::fusion::PerColLinCombPerColBiasEltAct<ActivationFn, ElementOut, float,
+                                                                                  ElementOut, ElementOut, float>,
+                         cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationFn, ElementOut, float, ElementOut,
+                                                                            ElementOut, float>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Traits::Tile, typename Traits::Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, cutlass::layout::RowMajor, kAlignment,
-      Element, cutlass::layout::RowMajor, kAlignment, typename Traits::EpilogueSchedule, FusionOp>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementOut, cutlass::layout::RowMajor,
+      kOutAlignment, ElementOut, cutlass::layout::RowMajor, kOutAlignment, typename Traits::EpilogueSchedule,
+      FusionOp>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment, Element,
-      cutlass::layout::ColumnMajor, kAlignment, float, typename Traits::Tile, typename Traits::Cluster,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor, kInAlignment,
+      ElementIn, cutlass::layout::ColumnMajor, kInAlignment, Accumulator, typename Traits::Tile,
+      typename Traits::Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       typename Traits::KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue,
@@ -90,7 +104,7 @@ class CutlassFusedGemm final : public FusedGemm {
   bool can_implement(const GemmProblem& p) const override {
     constexpr auto kMax = std::numeric_limits<int>::max();
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > kMax || p.n > kMax || p.k > kMax) return false;
-    if (p.k % kAlignment != 0 || p.n % kAlignment != 0) return false;
+    if (p.k % kInAlignment != 0 || p.n % kOutAlignment != 0 || (kScaled && p.scale == nullptr)) return false;
     return Adapter::can_implement(arguments(p)) == cutlass::Status::kSuccess;
   }
 
@@ -122,18 +136,19 @@ class CutlassFusedGemm final : public FusedGemm {
     typename Adapter::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},
-        {static_cast<const Element*>(p.a), make_cute_packed_stride(typename Kernel::StrideA{}, {m, k, 1}),
-         static_cast<const Element*>(p.b), make_cute_packed_stride(typename Kernel::StrideB{}, {n, k, 1})},
+        {static_cast<const ElementIn*>(p.a), make_cute_packed_stride(typename Kernel::StrideA{}, {m, k, 1}),
+         static_cast<const ElementIn*>(p.b), make_cute_packed_stride(typename Kernel::StrideB{}, {n, k, 1})},
         {{},
          // Without a residual C is not read (beta 0); D stands in for its address.
-         static_cast<const Element*>(p.c != nullptr ? p.c : p.d),
+         static_cast<const ElementOut*>(p.c != nullptr ? p.c : p.d),
          make_cute_packed_stride(typename Kernel::StrideC{}, {m, n, 1}),
-         static_cast<Element*>(p.d),
+         static_cast<ElementOut*>(p.d),
          make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1})},
         hardware_};
     args.epilogue.thread.alpha = 1.0F;
+    if constexpr (kScaled) args.epilogue.thread.alpha_ptr = p.scale;  // a vector along n (the default stride)
     args.epilogue.thread.beta = p.c != nullptr ? 1.0F : 0.0F;
-    args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);
+    args.epilogue.thread.bias_ptr = static_cast<const ElementOut*>(p.bias);
     return args;
   }
 
@@ -141,21 +156,54 @@ class CutlassFusedGemm final : public FusedGemm {
   Adapter adapter_;
 };
 
-// The product of `config` for one element type.
+// linear's erf-GELU product of `config` for one element type (operands and result).
 template <typename Element>
 std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, int sm_count) {
+  using cutlass::epilogue::thread::GELU;
   switch (config) {
     case GemmConfig::kCooperative128x256:
-      return std::make_unique<CutlassFusedGemm<Element, GemmConfig::kCooperative128x256>>(device, sm_count);
+      return std::make_unique<CutlassFusedGemm<Element, Element, GELU, false, GemmConfig::kCooperative128x256>>(
+          device, sm_count);
     case GemmConfig::kCooperative128x128:
-      return std::make_unique<CutlassFusedGemm<Element, GemmConfig::kCooperative128x128>>(device, sm_count);
+      return std::make_unique<CutlassFusedGemm<Element, Element, GELU, false, GemmConfig::kCooperative128x128>>(
+          device, sm_count);
     case GemmConfig::kPingpong128x128:
-      return std::make_unique<CutlassFusedGemm<Element, GemmConfig::kPingpong128x128>>(device, sm_count);
+      return std::make_unique<CutlassFusedGemm<Element, Element, GELU, false, GemmConfig::kPingpong128x128>>(device,
+                                                                                                             sm_count);
   }
   return nullptr;
 }
 
+// quantized_linear's product of `config` for one operand type, f16 result: the configurations of kBuilt only. i8
+// (i32 accumulators) takes 128x256 cooperative and 128x128 ping-pong tiles; f8e4m3 keeps a second f32 accumulator that
+// the products are promoted into every K tile (CUTLASS's exact FP8 mainloop, not its fast accumulation), which fits a
+// thread's registers with 64 rows per warpgroup: 128x128 and 128x256 cooperative tiles.
+template <typename ElementIn, template <class> class ActivationFn, GemmConfig... kBuilt>
+std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, int device, int sm_count) {
+  std::unique_ptr<FusedGemm> gemm;
+  ((config == kBuilt
+        ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kBuilt>>(device,
+                                                                                                             sm_count),
+           0)
+        : 0),
+   ...);
+  return gemm;
+}
+
+template <typename ElementIn, GemmConfig... kBuilt>
+std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activation activation, int device,
+                                                     int sm_count) {
+  if (activation == Activation::kGeluErf) {
+    return make_typed_quantized_gemm<ElementIn, cutlass::epilogue::thread::GELU, kBuilt...>(config, device, sm_count);
+  }
+  return make_typed_quantized_gemm<ElementIn, cutlass::epilogue::thread::Identity, kBuilt...>(config, device, sm_count);
+}
+
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);   // ..._f16.cu
 std::unique_ptr<FusedGemm> make_bf16_fused_gemm(GemmConfig config, int device, int sm_count);  // ..._bf16.cu
+std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, int device,
+                                                      int sm_count);  // ..._fp8.cu
+std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device,
+                                                  int sm_count);  // ..._int8.cu
 
 }  // namespace tensoracle::cuda::sm90

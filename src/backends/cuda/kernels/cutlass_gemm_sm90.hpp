@@ -1,5 +1,7 @@
-// Hopper (sm_90a) matrix products with a fused bias + residual + erf-GELU epilogue, through CUTLASS's warp-specialized
-// TMA/wgmma kernels: the interface, with no CUTLASS type in it (kernels/cutlass_gemm_sm90*.cu implement it).
+// Hopper (sm_90a) matrix products with a fused scale + bias + residual + activation epilogue, through CUTLASS's
+// warp-specialized TMA/wgmma kernels: the interface, with no CUTLASS type in it (kernels/cutlass_gemm_sm90*.cu
+// implement it). f16/bf16 operands with erf-GELU for linear; i8 and f8e4m3 operands with an f16 result for
+// quantized_linear.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -7,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "backends/cuda/check.hpp"
 #include "tensoracle/data_type.hpp"
 
 namespace tensoracle::cuda::sm90 {
@@ -21,13 +25,15 @@ enum class GemmConfig {
   kPingpong128x128,     // 128x128x64 tiles, no cluster
 };
 
-// One product, row-major: D[m, n] = gelu_erf(A[m, k] · B[n, k]ᵀ + bias[n] + C[m, n]), accumulated in f32 with the
-// bias, residual and GELU applied to the f32 value and D rounded once. B is a linear layer's weight [out, in]; bias
-// and the residual C may be nullptr (none).
+// One product, row-major: D[m, n] = act(scale[n] · (A[m, k] · B[n, k]ᵀ) + bias[n] + C[m, n]), accumulated in f32 (i32
+// for i8 operands) with the scale, bias, residual and activation applied to the f32 value and D rounded once. B is a
+// linear layer's weight [out, in]; bias and the residual C may be nullptr (none); scale (f32) is read only by the
+// quantized products, where it is required.
 struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
   const void* b = nullptr;
+  const float* scale = nullptr;
   const void* bias = nullptr;
   const void* c = nullptr;
   void* d = nullptr;
@@ -36,10 +42,38 @@ struct GemmProblem {
 // Every address these kernels read or write through the bulk tensor copy engine must be 16-byte aligned.
 constexpr std::uintptr_t kAddressAlignment = 16;
 
+// Whether every address of the problem (absent ones aside) is kAddressAlignment-aligned.
+inline bool aligned_for_tma(const GemmProblem& p) {
+  for (const void* address :
+       {p.a, p.b, static_cast<const void*>(p.scale), p.bias, p.c, static_cast<const void*>(p.d)}) {
+    if (address != nullptr && reinterpret_cast<std::uintptr_t>(address) % kAddressAlignment != 0) return false;
+  }
+  return true;
+}
+
+// The current device, and its multiprocessor count when it is a compute capability 9.0 GPU (what these kernels run
+// on; 0 for another GPU, with major.minor saying which).
+struct DeviceInfo {
+  int device = 0, major = 0, minor = 0, sm_count = 0;
+};
+inline DeviceInfo current_device(const std::string& context) {
+  DeviceInfo d;
+  TENSORACLE_CUDA_CHECK(cudaGetDevice(&d.device), context);
+  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, d.device), context);
+  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, d.device), context);
+  if (d.major == 9 && d.minor == 0) {
+    TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, d.device), context);
+  }
+  return d;
+}
+
+// The epilogue's activation.
+enum class Activation { kNone, kGeluErf };
+
 class FusedGemm {
  public:
   virtual ~FusedGemm() = default;
-  // Whether the kernel takes a problem of these sizes (k and n multiples of 8 elements; sizes within int32).
+  // Whether the kernel takes a problem of these sizes (k and n multiples of 16 bytes' elements; sizes within int32).
   virtual bool can_implement(const GemmProblem& problem) const = 0;
   // The scratch a problem of these sizes needs.
   virtual std::size_t workspace_bytes(const GemmProblem& problem) const = 0;
@@ -57,10 +91,19 @@ constexpr bool kFusedGemmBuilt = true;
 // The product of one configuration for f16 or bf16 operands on `device` (an sm_90 GPU with `sm_count`
 // multiprocessors); nullptr for another dtype.
 std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, int device, int sm_count);
+// The quantized product of one configuration: i8 or f8e4m3 operands, scale per column, f16 D; nullptr for another
+// dtype or a configuration not built for the operands (i8: kCooperative128x256 and kPingpong128x128; f8e4m3:
+// kCooperative128x256 and kCooperative128x128).
+std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation, int device,
+                                               int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
 inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, int /*device*/,
                                                   int /*sm_count*/) {
+  return nullptr;
+}
+inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, DataType /*operands*/,
+                                                      Activation /*activation*/, int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 #endif

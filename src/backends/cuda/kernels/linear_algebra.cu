@@ -595,14 +595,6 @@ struct FusedLinearPlan {
   std::optional<LinearPlan> fallback;
 };
 
-// Whether every address of the problem (absent ones aside) is 16-byte aligned.
-bool aligned_for_tma(const sm90::GemmProblem& p) {
-  for (const void* address : {p.a, p.b, p.bias, p.c, static_cast<const void*>(p.d)}) {
-    if (address != nullptr && reinterpret_cast<std::uintptr_t>(address) % sm90::kAddressAlignment != 0) return false;
-  }
-  return true;
-}
-
 template <sm90::GemmConfig kConfig>
 FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
@@ -611,14 +603,10 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
   const DeviceTensor* residual = present(launch, 3) ? &launch.inputs[3] : nullptr;
   const DeviceTensor& out = launch.outputs.at(0);
   FusedLinearPlan plan;
-  int device = 0, major = 0, minor = 0, sm_count = 0;
-  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), layer_name(launch));
-  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), layer_name(launch));
-  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), layer_name(launch));
-  TENSORACLE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), layer_name(launch));
-  if (major != 9 || minor != 0) {
+  const sm90::DeviceInfo gpu = sm90::current_device(layer_name(launch));
+  if (gpu.sm_count == 0) {
     launch.attrs->fail(
-        fmt::format("the CUTLASS sm_90 products run on compute capability 9.0 GPUs, not {}.{}", major, minor));
+        fmt::format("the CUTLASS sm_90 products run on compute capability 9.0 GPUs, not {}.{}", gpu.major, gpu.minor));
   }
   sm90::GemmProblem& p = plan.problem;
   p.m = volume(x.shape, 0, x.shape.rank() - 1);
@@ -628,7 +616,7 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
     plan.fallback = prepare_linear<true>(launch);
     return plan;
   }
-  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype, device, sm_count);
+  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype, gpu.device, gpu.sm_count);
   if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the dtype");
   if (!plan.gemm->can_implement(p)) {
     launch.attrs->fail(fmt::format("CUTLASS's sm_90 product does not take a {}x{}x{} problem", p.m, p.n, p.k));
@@ -647,7 +635,7 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
     plan.fallback = prepare_linear<true>(launch);
     return plan;
   }
-  if (!aligned_for_tma(p)) launch.attrs->fail("an operand of the CUTLASS sm_90 product is not 16-byte aligned");
+  if (!sm90::aligned_for_tma(p)) launch.attrs->fail("an operand of the CUTLASS sm_90 product is not 16-byte aligned");
   plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   return plan;
 }
@@ -664,7 +652,7 @@ void launch_fused_linear(const StepLaunch& launch, const FusedLinearPlan& plan) 
     if (present(launch, 2)) p.bias = launch.inputs[2].data;
     if (plan.fallback->residual) p.c = launch.inputs[3].data;
     p.d = launch.outputs[0].data;
-    if (!aligned_for_tma(p)) {
+    if (!sm90::aligned_for_tma(p)) {
       launch_linear(launch, *plan.fallback);
       return;
     }

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -38,22 +39,27 @@ __host__ __device__ inline std::int8_t quantize_i8(double v) {
 
 // e4m3fn: 3 mantissa bits; the smallest normal binade is 2^-6 and subnormals continue its step of 2^-9. Magnitudes
 // of 448 and beyond (infinities too) saturate to ±448; zeros keep their sign; a NaN becomes 0x7F with the given sign.
-// The double is rounded directly onto the grid (v / step is exact: a power-of-two scaling), and the grid value is
-// then encoded exactly by cuda_fp8.h.
+// The magnitude is scaled by a power of two (exact) so that its binade's grid steps are integers, rounded half to even
+// there (rint), and the integer gives the encoding: exponent and mantissa from bit operations only, no frexp/ldexp.
 __host__ __device__ inline std::uint8_t quantize_e4m3(double v, bool nan_negative) {
   if (v != v) return nan_negative ? 0xFFU : 0x7FU;
+  std::uint64_t bits = 0;
+  memcpy(&bits, &v, sizeof bits);
+  const auto sign = static_cast<std::uint8_t>((bits >> 63) << 7);
   const double magnitude = fabs(v);
-  double grid = v;
-  if (magnitude >= 448.0) {
-    grid = copysign(448.0, v);
-  } else if (magnitude != 0.0) {
-    int exponent = 0;
-    frexp(magnitude, &exponent);  // magnitude = m * 2^exponent with m in [0.5, 1)
-    const int step_exponent = (exponent - 1 > -6 ? exponent - 1 : -6) - 3;
-    // Rounding up may carry into the next binade, which e4m3 represents exactly, and never past 448.
-    grid = copysign(ldexp(rint(ldexp(magnitude, -step_exponent)), step_exponent), v);
-  }
-  return static_cast<std::uint8_t>(__nv_cvt_double_to_fp8(grid, __NV_SATFINITE, __NV_E4M3));
+  if (magnitude >= 448.0) return sign | 0x7EU;  // 448: exponent field 15, mantissa 6
+  // The binade 2^e of the magnitude (a double's zero and subnormals count as below e4m3's smallest normal 2^-6, whose
+  // step of 2^-9 the subnormals share); 2^(3 - e) makes that binade's steps 1.
+  int e = static_cast<int>((bits >> 52) & 0x7FFU) - 1023;
+  e = e < -6 ? -6 : e;
+  const std::uint64_t scale_bits = static_cast<std::uint64_t>(1023 + 3 - e) << 52;
+  double scale = 0.0;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  const auto steps = static_cast<int>(rint(magnitude * scale));   // 0..16: 16 carries into the next binade
+  if (steps < 8) return sign | static_cast<std::uint8_t>(steps);  // a subnormal (e is -6 then) or zero
+  const int exponent = steps == 16 ? e + 8 : e + 7;
+  const int mantissa = steps == 16 ? 0 : steps - 8;
+  return sign | static_cast<std::uint8_t>((exponent << 3) | mantissa);
 }
 
 // ---- NaN as x86 SSE arithmetic (the reference's) produces it ----
@@ -117,21 +123,45 @@ __device__ __forceinline__ std::int64_t channel_of(const ChannelMap& m, std::int
   return m.channels == 1 ? 0 : (i / m.inner) % m.channels;
 }
 
+// One element: x / scale in f64 onto the grid, as its byte.
+template <typename TIn, bool kE4M3>
+__device__ __forceinline__ std::uint8_t quantize_one(TIn xv, float s) {
+  const double q = to_double(xv) / static_cast<double>(s);
+  if constexpr (kE4M3) {
+    // A NaN quotient is x's NaN, else the scale's, else x86's default NaN (negative).
+    const bool nan_negative = is_nan(xv) ? sign_of(xv) : (s != s ? sign_of(s) : true);
+    return quantize_e4m3(q, nan_negative);
+  } else {
+    return static_cast<std::uint8_t>(quantize_i8(q));
+  }
+}
+
 template <typename TIn, bool kE4M3>
 __global__ void quantize_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
                                 std::int64_t count, ChannelMap map) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const TIn xv = x[i];
-    const float s = scale[channel_of(map, i)];
-    const double q = to_double(xv) / static_cast<double>(s);
-    if constexpr (kE4M3) {
-      // A NaN quotient is x's NaN, else the scale's, else x86's default NaN (negative).
-      const bool nan_negative = is_nan(xv) ? sign_of(xv) : (s != s ? sign_of(s) : true);
-      static_cast<std::uint8_t*>(y)[i] = quantize_e4m3(q, nan_negative);
-    } else {
-      static_cast<std::int8_t*>(y)[i] = quantize_i8(q);
-    }
+    static_cast<std::uint8_t*>(y)[i] = quantize_one<TIn, kE4M3>(x[i], scale[channel_of(map, i)]);
+  }
+}
+
+// One scale for the whole tensor, 8 elements a thread: one 16-byte load (f16/bf16) and one 8-byte store.
+constexpr int kVector = 8;
+template <typename TIn, bool kE4M3>
+__global__ void quantize_vector_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
+                                       std::int64_t groups) {
+  const float s = scale[0];
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 raw = reinterpret_cast<const uint4*>(x)[i];
+    TIn v[kVector];
+    memcpy(v, &raw, sizeof raw);
+    std::uint8_t q[kVector];
+#pragma unroll
+    for (int j = 0; j < kVector; ++j) q[j] = quantize_one<TIn, kE4M3>(v[j], s);
+    uint2 bits;
+    memcpy(&bits, q, sizeof bits);
+    reinterpret_cast<uint2*>(y)[i] = bits;
   }
 }
 
@@ -192,6 +222,23 @@ void run_quantize(const StepLaunch& launch, const ScalePlan& plan) {
   check_launch(launch);
 }
 
+// The vector kernel where x and y are aligned for its loads and stores (caller buffers may not be), else the
+// element kernel.
+template <typename T, bool kE4M3>
+void run_quantize_vector(const StepLaunch& launch, const ScalePlan& plan) {
+  const void* x = launch.inputs[0].data;
+  void* y = launch.outputs[0].data;
+  if (reinterpret_cast<std::uintptr_t>(x) % sizeof(uint4) != 0 ||
+      reinterpret_cast<std::uintptr_t>(y) % sizeof(uint2) != 0) {
+    run_quantize<T, kE4M3>(launch, plan);
+    return;
+  }
+  const std::int64_t groups = plan.count / kVector;
+  quantize_vector_kernel<T, kE4M3><<<grid_for(groups), kThreads, 0, launch.stream>>>(
+      static_cast<const T*>(x), static_cast<const float*>(launch.inputs[1].data), y, groups);
+  check_launch(launch);
+}
+
 template <bool kE4M3, typename T>
 void run_dequantize(const StepLaunch& launch, const ScalePlan& plan) {
   dequantize_kernel<kE4M3, T><<<plan.grid, kThreads, 0, launch.stream>>>(
@@ -215,6 +262,20 @@ ScalePlan prepare_quantize(const StepLaunch& launch) {
     plan.run = e4m3 ? &run_quantize<T, true> : &run_quantize<T, false>;
   });
   if (!handled) launch.attrs->fail("unsupported input dtype for the CUDA quantize kernel");
+  return plan;
+}
+
+// The vector kernel: f16/bf16 x with one scale (its supports function checks the dtypes and the scale); a count that
+// is not a multiple of 8 (known only here, shapes may be dynamic) runs the element kernel.
+ScalePlan prepare_quantize_vector(const StepLaunch& launch) {
+  ScalePlan plan = prepare_quantize(launch);
+  if (plan.run == nullptr || plan.count % kVector != 0) return plan;
+  const bool e4m3 = launch.outputs[0].dtype == DataType::kF8E4M3;
+  if (launch.inputs[0].dtype == DataType::kF16) {
+    plan.run = e4m3 ? &run_quantize_vector<__half, true> : &run_quantize_vector<__half, false>;
+  } else {
+    plan.run = e4m3 ? &run_quantize_vector<__nv_bfloat16, true> : &run_quantize_vector<__nv_bfloat16, false>;
+  }
   return plan;
 }
 
@@ -252,6 +313,12 @@ bool supports_scaled(const graph::Graph& graph, const graph::Layer& layer, Preci
          graph.tensor(layer.outputs[0]).dtype == kOut;
 }
 
+// The vector kernel's layers: one scale (a scalar), x f16 or bf16.
+template <DataType kIn, DataType kOut>
+bool supports_vector(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return supports_scaled<kIn, kOut>(graph, layer, precision) && graph.tensor(layer.inputs[1]).shape.empty();
+}
+
 }  // namespace
 
 void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
@@ -275,6 +342,15 @@ void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
                                                        supports_scaled<kBF16, kE4M3>, 0),
       prepared_kernel<prepare_quantize, launch_scaled>("quantize_f64_f8e4m3_f64math_elementwise", "quantize",
                                                        supports_scaled<kF64, kE4M3>, 0),
+      // The same, 8 elements a thread for f16/bf16 x with one scale (timed against the elementwise kernels)
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_f16_i8_f64math_vector8", "quantize",
+                                                              supports_vector<kF16, kI8>, 0),
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_bf16_i8_f64math_vector8", "quantize",
+                                                              supports_vector<kBF16, kI8>, 0),
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_f16_f8e4m3_f64math_vector8", "quantize",
+                                                              supports_vector<kF16, kE4M3>, 0),
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_bf16_f8e4m3_f64math_vector8", "quantize",
+                                                              supports_vector<kBF16, kE4M3>, 0),
       // x * scale exactly in f64, rounded once (through f32) to the output dtype
       prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_i8_f32_f64math_elementwise", "dequantize",
                                                          supports_scaled<kI8, kF32>, 0),

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Quantized engines against fp16 ones, on the GPU, in one run: each model calibrated with `tensoracle calibrate`
+(int8 and/or fp8, its linears quantized) on random-but-structured batches, built at fp16 like the float network, and
+measured with `tensoracle bench --graph-mode`; accuracy of each engine's output against the PyTorch fp32 model on the
+same input (rel-L2 and cosine), and torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
+
+    python3 bench/quantized_comparison.py --cli .device/build/tools/cli/tensoracle --out $OUT/quantized \
+        [--models bert,bert_large] [--types i8,f8e4m3] [--batch 32] [--no-compile]
+
+The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders; the convolutions of ResNet-50 are not
+quantized by our engines yet, so it is not a row here). Calibration runs on the CPU reference: --calib-batches
+batches of --calib-size sequences of N(0, 1) hidden states (the encoders' input), --method percentile 99.99 for i8
+and max for f8e4m3 unless --method is given. Prints a table and writes OUT/results.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pytorch_models import model_specs  # noqa: E402
+
+
+def run(cmd, log) -> str:
+    t0 = time.perf_counter()
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    log.write(f"$ {' '.join(map(str, cmd))}\n[{time.perf_counter() - t0:.1f} s, exit {r.returncode}]\n"
+              f"{r.stderr[-3000:]}\n")
+    log.flush()
+    if r.returncode != 0:
+        raise RuntimeError(f"{Path(str(cmd[0])).name} {cmd[1]} failed: {r.stderr.strip()[-600:]}")
+    return r.stdout
+
+
+def time_torch(fn, x, iters=100, warmup=20) -> float:
+    for _ in range(warmup):
+        fn(x)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        start.record()
+        fn(x)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor) -> dict:
+    o, r = out.double().flatten(), ref.double().flatten()
+    return {"rel_l2": ((o - r).norm() / r.norm()).item(),
+            "cosine": torch.nn.functional.cosine_similarity(o, r, dim=0).item()}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cli", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--models", default="bert,bert_large")
+    p.add_argument("--types", default="i8,f8e4m3")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--calib-batches", type=int, default=4)
+    p.add_argument("--calib-size", type=int, default=4)
+    p.add_argument("--method", default="", help="calibration method for every type (default: see above)")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--iterations", type=int, default=200)
+    a = p.parse_args()
+    from safetensors.torch import load_file, save_file
+
+    cli = str(Path(a.cli).resolve())
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = open(out / "commands.log", "w")
+    results = {"batch": a.batch, "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "models": []}
+    specs = {s.key: s for s in model_specs()}
+    for key in filter(None, a.models.split(",")):
+        spec = specs[key]
+        work = out / key
+        work.mkdir(exist_ok=True)
+        rec = {"key": key, "title": spec.title, "rows": []}
+        results["models"].append(rec)
+        torch.manual_seed(0)
+        model = spec.create().eval()
+        save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()},
+                  str(work / "weights.safetensors"))
+        spec.network().write(work / "net.json")
+        # Calibration batches and the measured input: N(0, 1) hidden states of the encoder's input shape.
+        gen = torch.Generator().manual_seed(1)
+        batches = []
+        for i in range(a.calib_batches):
+            path = work / f"calib{i}.safetensors"
+            save_file({"x": torch.randn(*spec.input_shape(a.calib_size), generator=gen)}, str(path))
+            batches.append(path)
+        x = torch.randn(*spec.input_shape(a.batch), generator=gen)
+        save_file({"x": x}, str(work / "in.safetensors"))
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.inference_mode():
+            model = model.cuda()
+            reference = model(x.cuda()).float().cpu()
+            model = model.half()
+            xh = x.cuda().half()
+            rec["torch_fp16"] = {"accuracy": compare(model(xh).float().cpu(), reference),
+                                 "p50_ms": time_torch(model, xh, a.iterations)}
+            if not a.no_compile:
+                compiled = torch.compile(model, mode="reduce-overhead")
+                rec["torch_compile"] = {"p50_ms": time_torch(compiled, xh, a.iterations, warmup=30)}
+                del compiled
+        del model
+        torch.cuda.empty_cache()
+        shape = "x=" + "x".join(map(str, spec.input_shape(a.batch)))
+        variants = [("fp16", work / "net.json", None)]
+        for qtype in filter(None, a.types.split(",")):
+            method = a.method or ("percentile" if qtype == "i8" else "max")
+            qnet = work / f"net_{qtype}.json"
+            t0 = time.perf_counter()
+            report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
+                                     "--ops", "linear", "-q"] + [x for b in batches for x in ("-b", b)], log))
+            variants.append((qtype, qnet, {"method": method, "seconds": time.perf_counter() - t0,
+                                           "activations": len(report.get("activations", [])),
+                                           "weights": len(report.get("quantized_weights", []))}))
+        for name, net, calibration in variants:
+            row = {"engine": name, "calibration": calibration}
+            rec["rows"].append(row)
+            engine = work / f"{name}.engine"
+            try:
+                t0 = time.perf_counter()
+                run([cli, "build", net, "-o", engine, "-t", "cuda", "-p", "fp16", "--profile", f"{shape}"], log)
+                row["build_s"] = time.perf_counter() - t0
+                steps = json.loads(run([cli, "inspect", engine], log))["steps"]
+                op_of = {s["layer"]: s["op"] for s in steps}
+                row["quantized_steps"] = sum(1 for s in steps if s["op"] == "quantized_linear")
+                row["kernels"] = sorted({s["kernel"] for s in steps if s["op"] == "quantized_linear"})
+                run([cli, "run", engine, "--inputs", work / "in.safetensors", "-o", work / f"{name}_out.safetensors"],
+                    log)
+                got = next(iter(load_file(str(work / f"{name}_out.safetensors")).values()))
+                row["accuracy"] = compare(got.float(), reference)
+                bench = json.loads(run([cli, "bench", engine, "--graph-mode", "-n", a.iterations, "--warmup", 30], log))
+                row["p50_ms"] = bench["target_time_ms"]["p50"]
+                row["weights_bytes"] = bench.get("weights_bytes")
+                per_step = json.loads(run([cli, "bench", engine, "-n", 50, "--per-step"], log))
+                by_op = {}
+                for s in per_step.get("steps", []):
+                    op = op_of.get(s["layer"], "?")
+                    by_op[op] = by_op.get(op, 0.0) + s["median_ms"]
+                row["ms_by_op"] = {k: round(v, 4) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])}
+            except Exception as e:  # noqa: BLE001
+                row["error"] = str(e)
+            (out / "results.json").write_text(json.dumps(results, indent=1))
+        fp16 = rec["rows"][0].get("p50_ms")
+        print(f"\n{spec.title}, batch {a.batch} (H200 fp16 engines; torch fp16 eager "
+              f"{rec['torch_fp16']['p50_ms']:.3f} ms" + (f", compile {rec['torch_compile']['p50_ms']:.3f} ms"
+                                                          if "torch_compile" in rec else "") + ")")
+        print("| engine | p50 ms | fp16/this | compile/this | rel-L2 vs torch fp32 | cosine | weights MiB | "
+              "quantized steps |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for row in rec["rows"]:
+            if "error" in row:
+                print(f"| {row['engine']} | error: {row['error'][:200]} |")
+                continue
+            comp = rec.get("torch_compile", {}).get("p50_ms")
+            print(f"| {row['engine']} | {row['p50_ms']:.3f} | {fp16 / row['p50_ms']:.2f}x | "
+                  + (f"{comp / row['p50_ms']:.2f}x" if comp else "-")
+                  + f" | {row['accuracy']['rel_l2']:.2e} | {row['accuracy']['cosine']:.5f} | "
+                  f"{(row['weights_bytes'] or 0) / 2**20:.1f} | {row['quantized_steps']} |")
+            print(f"|   time by op: {json.dumps(row['ms_by_op'])} |")
+        print(f"torch fp16 eager rel-L2 vs fp32: {rec['torch_fp16']['accuracy']['rel_l2']:.2e}")
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

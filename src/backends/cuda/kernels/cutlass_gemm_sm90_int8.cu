@@ -1,0 +1,12 @@
+// The sm_90 quantized products of cutlass_gemm_sm90.hpp for i8 operands (compiled for sm_90a only; a file of its own so
+// that the operand types' instantiations compile in parallel).
+#include "backends/cuda/kernels/cutlass_gemm_sm90.cuh"
+
+namespace tensoracle::cuda::sm90 {
+
+std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device, int sm_count) {
+  return make_typed_quantized_gemm<std::int8_t, GemmConfig::kCooperative128x256, GemmConfig::kPingpong128x128>(
+      config, activation, device, sm_count);
+}
+
+}  // namespace tensoracle::cuda::sm90

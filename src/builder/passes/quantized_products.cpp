@@ -1,0 +1,116 @@
+// Builder pass: a linear between dequantizes (explicit quantization's pattern) becomes one quantized_linear.
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/numeric.hpp"
+#include "builder/graph_rewriter.hpp"
+#include "builder/passes/constant_data.hpp"
+#include "builder/passes/passes.hpp"
+#include "graph/graph.hpp"
+#include "graph/op_def.hpp"
+
+namespace tensoracle::builder {
+
+namespace {
+
+bool is_constant(const graph::Graph& g, std::int32_t id) {
+  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
+}
+
+bool is_quantized(DataType dtype) { return dtype == DataType::kI8 || dtype == DataType::kF8E4M3; }
+
+// The dequantize layer that produces `id`, when one does.
+const graph::Layer* dequantize_of(const graph::Graph& g, const std::vector<std::int32_t>& producer, std::int32_t id) {
+  if (id < 0 || producer[static_cast<std::size_t>(id)] < 0) return nullptr;
+  const graph::Layer& layer = g.layers[static_cast<std::size_t>(producer[static_cast<std::size_t>(id)])];
+  return layer.op == "dequantize" ? &layer : nullptr;
+}
+
+// A dequantize's scale values when its scale is a constant: one (per tensor) or one per channel along `axis`.
+struct Scale {
+  std::vector<double> values;
+  std::int64_t axis = 0;  // normalized; meaningful with several values
+};
+
+std::optional<Scale> constant_scale(const graph::Graph& g, const graph::Layer& dq) {
+  const std::int32_t id = dq.inputs[1];
+  if (!is_constant(g, id)) return std::nullopt;
+  HostTensor t = constant_tensor(g, id);
+  Scale s;
+  s.values = cpu::to_f64(t);
+  if (t.shape.rank() == 1) {
+    const auto rank = static_cast<std::int64_t>(g.tensor(dq.inputs[0]).shape.size());
+    s.axis = graph::AttrReader(dq.attrs, dq.name, dq.op).get_int("axis", 0);
+    if (s.axis < 0) s.axis += rank;
+  }
+  return s;
+}
+
+// What replaces one linear: its quantized operands and the combined scale per output feature.
+struct Lowering {
+  std::int32_t x = -1;  // the quantized activation (the dequantize's input)
+  std::int32_t weight = -1;
+  std::vector<double> scale;  // x's scale times the weight's, per output feature
+};
+
+// A linear (any epilogue) whose x and weight are dequantizes of the same quantized type: x's with one scale, the
+// weight's a constant [out, in] with one scale or one per output feature (axis 0); both scales constant.
+std::optional<Lowering> lowering_of(const graph::Graph& g, const std::vector<std::int32_t>& producer,
+                                    const graph::Layer& linear) {
+  const graph::Layer* dx = dequantize_of(g, producer, linear.inputs[0]);
+  const graph::Layer* dw = dequantize_of(g, producer, linear.inputs[1]);
+  if (dx == nullptr || dw == nullptr) return std::nullopt;
+  const DataType type = g.tensor(dx->inputs[0]).dtype;
+  if (!is_quantized(type) || g.tensor(dw->inputs[0]).dtype != type || !is_constant(g, dw->inputs[0])) {
+    return std::nullopt;
+  }
+  const std::optional<Scale> sx = constant_scale(g, *dx);
+  const std::optional<Scale> sw = constant_scale(g, *dw);
+  if (!sx || !sw || sx->values.size() != 1) return std::nullopt;
+  const Dims wdims = g.static_dims(dw->inputs[0]);
+  if (wdims.rank() != 2) return std::nullopt;
+  const auto features = static_cast<std::size_t>(wdims[0]);
+  if (sw->values.size() != 1 && sw->axis != 0) return std::nullopt;  // a scale along `in` can't leave the sum
+  Lowering lowering{dx->inputs[0], dw->inputs[0], std::vector<double>(features)};
+  for (std::size_t n = 0; n < features; ++n) {
+    lowering.scale[n] = sx->values[0] * sw->values[sw->values.size() == 1 ? 0 : n];
+  }
+  return lowering;
+}
+
+}  // namespace
+
+Network lower_quantized_products(const Network& network, WeightPool& pool) {
+  const graph::Graph& g = graph::graph_of(network);
+  std::vector<std::int32_t> producer(g.tensors.size(), -1);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    for (auto out : g.layers[l].outputs) producer[static_cast<std::size_t>(out)] = static_cast<std::int32_t>(l);
+  }
+  GraphRewriter rewriter(g);
+  Network& net = rewriter.network();
+  for (const auto& layer : g.layers) {
+    const std::optional<Lowering> lowering =
+        layer.op == "linear" ? lowering_of(g, producer, layer) : std::optional<Lowering>{};
+    if (!lowering) {
+      rewriter.copy_layer(layer);
+      continue;
+    }
+    const std::string name = layer.name + "/quantized_scale";
+    HostTensor scale(DataType::kF32, Dims{static_cast<std::int64_t>(lowering->scale.size())});
+    cpu::from_f64(scale, lowering->scale);
+    std::vector<Tensor> inputs = {
+        rewriter.get(lowering->x), rewriter.get(lowering->weight),
+        net.add_constant(pool.add(name, DataType::kF32, scale.shape, std::move(scale.bytes)), name)};
+    for (std::size_t i = 2; i < layer.inputs.size(); ++i) inputs.push_back(rewriter.get(layer.inputs[i]));
+    while (!inputs.back().valid()) inputs.pop_back();
+    Attributes attrs = layer.attrs;
+    attrs["to"] = std::string(to_string(g.tensor(layer.outputs[0]).dtype));
+    rewriter.add_named_layer(layer, "quantized_linear", inputs, attrs);
+  }
+  return remove_dead_layers(rewriter.finish());
+}
+
+}  // namespace tensoracle::builder

@@ -1,0 +1,238 @@
+// The quantized kernels run directly through their registry entries: every quantized_linear entry (the tiled kernel
+// and CUTLASS's sm_90 i8 and e4m3 products) against a double-precision reference of the same quantized operands,
+// with fixed and caller-bound (also misaligned) buffers; the vector quantize kernels bit for bit against the element
+// kernels, exact ties and specials included.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_step.hpp"
+#include "graph/graph.hpp"
+#include "graph/op_def.hpp"
+#include "tensoracle/float_convert.hpp"
+#include "tensoracle/network.hpp"
+#include "tensoracle/system_info.hpp"
+
+namespace tensoracle::cuda {
+namespace {
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+bool gpu(bool sm90) {
+  const auto devices = system_info().cuda_devices;
+  if (devices.empty()) return false;
+  return !sm90 || (devices[0].compute_capability_major == 9 && devices[0].compute_capability_minor == 0);
+}
+
+struct DeviceBuffer {
+  void* base = nullptr;
+  explicit DeviceBuffer(std::size_t n) { cudaMalloc(&base, n + 64); }
+  ~DeviceBuffer() { cudaFree(base); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* at(std::size_t offset) const { return static_cast<char*>(base) + offset; }
+};
+
+template <typename T>
+void upload(const DeviceBuffer& d, const std::vector<T>& v) {
+  ASSERT_EQ(cudaMemcpy(d.base, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+// One step of `kernel` for the network's last layer: prepared with the given device tensors (caller ones unbound),
+// bound, launched on a stream and synchronized.
+void run_step(const std::string& kernel, const Network& net, std::vector<DeviceTensor> inputs,
+              std::vector<DeviceTensor> outputs, const std::vector<void*>& bind_inputs, void* bind_output) {
+  const KernelEntry* entry = find_kernel_entry(kernel);
+  ASSERT_NE(entry, nullptr) << kernel;
+  const graph::Graph& g = graph::graph_of(net);
+  const graph::Layer& layer = g.layers.back();
+  ASSERT_TRUE(entry->supports(g, layer, Precision::kFp16)) << kernel;
+  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  StepLaunch launch;
+  launch.layer = &layer;
+  launch.attrs = &attrs;
+  launch.precision = Precision::kFp16;
+  launch.inputs = std::move(inputs);
+  launch.outputs = std::move(outputs);
+  LibraryHandles handles;
+  launch.handles = &handles;
+  std::unique_ptr<StepState> state;
+  try {
+    state = entry->prepare(launch);
+  } catch (const Error& e) {
+    FAIL() << kernel << " did not prepare: " << e.what();
+  }
+  for (std::size_t i = 0; i < bind_inputs.size(); ++i) {
+    if (launch.inputs[i].caller_buffer) launch.inputs[i].data = bind_inputs[i];
+  }
+  if (launch.outputs[0].caller_buffer) launch.outputs[0].data = bind_output;
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  launch.stream = stream;
+  entry->launch(launch, *state);
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+}
+
+DeviceTensor tensor(DataType dtype, Dims shape, void* data, bool caller) {
+  DeviceTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.caller_buffer = caller;
+  t.data = caller ? nullptr : data;
+  return t;
+}
+
+// ---- quantized_linear ----
+
+enum class Binding { kFixed, kCaller, kCallerMisaligned };
+
+// gelu_erf(scale[n] · Σ x·w + b[n] + r) over m x n x k quantized operands, f16 result; returns rel-L2 against double.
+double quantized_linear_error(const std::string& kernel, DataType type, std::int64_t m, std::int64_t n, std::int64_t k,
+                              Binding binding) {
+  std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + k));
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
+  auto quantized = [&](std::size_t count) {
+    std::vector<std::uint8_t> v(count);
+    for (auto& b : v) {
+      b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
+                                : f32_to_f8e4m3_bits(f8(rng));
+    }
+    return v;
+  };
+  auto value = [&](std::uint8_t b) {
+    return type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
+  };
+  const auto mk = static_cast<std::size_t>(m * k), nk = static_cast<std::size_t>(n * k),
+             mn = static_cast<std::size_t>(m * n);
+  const std::vector<std::uint8_t> x = quantized(mk), w = quantized(nk);
+  const double typical = type == DataType::kI8 ? 73.0 * 73.0 : 140.0 * 140.0;  // |x·w| per term, roughly
+  std::vector<float> scale(static_cast<std::size_t>(n));
+  for (auto& s : scale) s = static_cast<float>((1.5 + unit(rng)) / (typical * std::sqrt(static_cast<double>(k))));
+  std::vector<std::uint16_t> bias(static_cast<std::size_t>(n)), residual(mn);
+  for (auto& b : bias) b = f32_to_f16_bits(0.5F * unit(rng));
+  for (auto& r : residual) r = f32_to_f16_bits(unit(rng));
+
+  Network net;
+  Tensor tx = net.add_input("x", type, {m, k});
+  Tensor tw = net.add_constant_copy(type, {n, k}, w.data(), "w");
+  Tensor ts = net.add_constant_copy(DataType::kF32, {n}, scale.data(), "s");
+  Tensor tb = net.add_constant_copy(DataType::kF16, {n}, bias.data(), "b");
+  Tensor tr = net.add_input("r", DataType::kF16, {m, n});
+  net.mark_output(net.add_layer("quantized_linear", {tx, tw, ts, tb, tr},
+                                {{"to", std::string("f16")}, {"activation", std::string("gelu_erf")}}, "fc")[0],
+                  "y");
+
+  DeviceBuffer dx(mk), dw(nk), ds(scale.size() * 4), db(bias.size() * 2), dr(mn * 2), dy(mn * 2);
+  upload(dx, x);
+  upload(dw, w);
+  upload(ds, scale);
+  upload(db, bias);
+  upload(dr, residual);
+  EXPECT_EQ(cudaMemset(dy.base, 0xFF, mn * 2 + 64), cudaSuccess);  // NaN: an unwritten element fails
+  const bool caller = binding != Binding::kFixed;
+  void* y = dy.at(binding == Binding::kCallerMisaligned ? 2 : 0);
+  run_step(kernel, net,
+           {tensor(type, {m, k}, dx.base, caller), tensor(type, {n, k}, dw.base, false),
+            tensor(DataType::kF32, {n}, ds.base, false), tensor(DataType::kF16, {n}, db.base, false),
+            tensor(DataType::kF16, {m, n}, dr.base, caller)},
+           {tensor(DataType::kF16, {m, n}, y, caller)}, {dx.base, dw.base, ds.base, db.base, dr.base}, y);
+  std::vector<std::uint16_t> got(mn);
+  EXPECT_EQ(cudaMemcpy(got.data(), y, mn * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  double num = 0, den = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        sum += value(x[static_cast<std::size_t>(i * k + p)]) * value(w[static_cast<std::size_t>(j * k + p)]);
+      }
+      const auto o = static_cast<std::size_t>(i * n + j);
+      double v = sum * scale[static_cast<std::size_t>(j)] + f16_bits_to_f32(bias[static_cast<std::size_t>(j)]) +
+                 f16_bits_to_f32(residual[o]);
+      v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440));
+      const double g = f16_bits_to_f32(got[o]);
+      if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
+      num += (g - v) * (g - v);
+      den += v * v;
+    }
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(CudaQuantizedLinear, EveryEntryComputesTheQuantizedProduct) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  struct Entry {
+    const char* name;
+    DataType type;
+    bool sm90;
+  };
+  const std::vector<Entry> entries = {
+      {"quantized_linear_any_tiled", DataType::kI8, false},
+      {"quantized_linear_any_tiled", DataType::kF8E4M3, false},
+      {"quantized_linear_i8_f16_cutlass_sm90_coop128x256", DataType::kI8, true},
+      {"quantized_linear_i8_f16_cutlass_sm90_pingpong128x128", DataType::kI8, true},
+      {"quantized_linear_f8e4m3_f16_cutlass_sm90_coop128x256", DataType::kF8E4M3, true},
+      {"quantized_linear_f8e4m3_f16_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
+  };
+  for (const auto& e : entries) {
+    if (e.sm90 && (!gpu(true) || find_kernel_entry(e.name) == nullptr)) continue;
+    for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
+      SCOPED_TRACE(std::string(e.name) + " " + std::string(to_string(e.type)) + " binding " +
+                   std::to_string(static_cast<int>(binding)));
+      // Partial tiles in m and n, several K tiles.
+      EXPECT_LT(quantized_linear_error(e.name, e.type, 200, 136, 512, binding), 2e-3);
+    }
+  }
+}
+
+// ---- quantize: the vector kernel against the element kernel ----
+
+TEST(CudaQuantize, VectorKernelsMatchTheElementKernelsBitForBit) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  const std::int64_t count = 8 * 1000;
+  const float s = 0.25F;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-200.F, 200.F);
+  std::vector<std::uint16_t> x(static_cast<std::size_t>(count));
+  for (auto& v : x) v = f32_to_f16_bits(dist(rng));
+  // Exact ties of x / 0.25 (k + 0.5, for both grids), saturating values, infinities, NaN and signed zeros.
+  const float specials[] = {0.125F,  0.375F, -0.125F, -0.625F, 31.875F,      1000.F,
+                            -1000.F, 0.F,    -0.F,    112.5F,  0.0029296875F};
+  for (std::size_t i = 0; i < std::size(specials); ++i) x[i] = f32_to_f16_bits(specials[i]);
+  x[20] = 0x7C00;  // +inf
+  x[21] = 0xFC00;  // -inf
+  x[22] = 0x7E00;  // NaN
+  x[23] = 0xFE00;  // -NaN
+  DeviceBuffer dx(x.size() * 2), ds(4), dy(x.size());
+  upload(dx, x);
+  upload(ds, std::vector<float>{s});
+  for (const char* to : {"i8", "f8e4m3"}) {
+    const DataType type = std::string(to) == "i8" ? DataType::kI8 : DataType::kF8E4M3;
+    Network net;
+    Tensor tx = net.add_input("x", DataType::kF16, {count});
+    net.mark_output(net.add_quantize(tx, net.add_small_constant({s}, DataType::kF32, Dims{}, "s"), type), "y");
+    std::vector<std::vector<std::uint8_t>> results;
+    for (const std::string& kernel : {std::string("quantize_f16_") + to + "_f64math_elementwise",
+                                      std::string("quantize_f16_") + to + "_f64math_vector8"}) {
+      SCOPED_TRACE(kernel);
+      ASSERT_EQ(cudaMemset(dy.base, 0x55, x.size()), cudaSuccess);
+      run_step(kernel, net,
+               {tensor(DataType::kF16, {count}, dx.base, false), tensor(DataType::kF32, {}, ds.base, false)},
+               {tensor(type, {count}, dy.base, false)}, {}, nullptr);
+      results.emplace_back(x.size());
+      ASSERT_EQ(cudaMemcpy(results.back().data(), dy.base, x.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    EXPECT_EQ(results[0], results[1]) << to;
+  }
+}
+
+}  // namespace
+}  // namespace tensoracle::cuda

@@ -1,0 +1,218 @@
+// Tests of lower_quantized_products (a linear between dequantizes becomes quantized_linear) and of what the later
+// passes do with the result (f16 lowering keeps the scales f32; epilogues fuse into it): the layers made, and results
+// equal to the original network's on the CPU reference executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "builder/passes/passes.hpp"
+#include "builder/weight_pool.hpp"
+#include "graph/graph.hpp"
+#include "tensoracle/float_convert.hpp"
+#include "tensoracle/reference_executor.hpp"
+
+namespace tensoracle {
+namespace {
+
+std::mt19937& rng() {
+  static std::mt19937 r{29};
+  return r;
+}
+
+Tensor f32_constant(Network& net, const std::string& name, const Dims& shape, float low, float high) {
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> v(static_cast<std::size_t>(shape.volume()));
+  for (auto& x : v) x = dist(rng());
+  return net.add_constant_copy(DataType::kF32, shape, v.data(), name);
+}
+
+// A quantized weight [out, in]: i8 values in [-127, 127], or f8e4m3 values of magnitude up to 448.
+Tensor quantized_weight(Network& net, const std::string& name, DataType type, std::int64_t out, std::int64_t in) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(out * in));
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::uniform_real_distribution<float> f(-448.f, 448.f);
+  for (auto& b : bytes) {
+    b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(q(rng())))
+                              : f32_to_f8e4m3_bits(f(rng()));
+  }
+  return net.add_constant_copy(type, Dims{out, in}, bytes.data(), name);
+}
+
+HostTensor random_input(const Dims& shape, std::uint32_t seed) {
+  std::mt19937 r(seed);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  HostTensor t(DataType::kF32, shape);
+  for (std::size_t i = 0; i < t.size(); ++i) t.data<float>()[i] = dist(r);
+  return t;
+}
+
+double rel_l2(const HostTensor& got, const HostTensor& want) {
+  EXPECT_EQ(got.shape, want.shape);
+  EXPECT_EQ(got.dtype, DataType::kF32);
+  EXPECT_EQ(want.dtype, DataType::kF32);
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double g = got.data<float>()[i], w = want.data<float>()[i];
+    err += (g - w) * (g - w);
+    norm += w * w;
+  }
+  return std::sqrt(err / norm);
+}
+
+int count_ops(const Network& net, const std::string& op) {
+  int n = 0;
+  for (const auto& layer : graph::graph_of(net).layers) n += layer.op == op ? 1 : 0;
+  return n;
+}
+
+const graph::Layer& only_layer(const Network& net, const std::string& op) {
+  const graph::Layer* found = nullptr;
+  for (const auto& layer : graph::graph_of(net).layers) {
+    if (layer.op == op) found = &layer;
+  }
+  EXPECT_NE(found, nullptr) << op;
+  return *found;
+}
+
+// x -> quantize -> dequantize -> linear (weight: a dequantize of a quantized constant) -> ...
+Tensor quantized_linear_of(Network& net, Tensor x, DataType type, std::int64_t out, bool per_channel,
+                           const std::string& name) {
+  const Dims shape = net.shape(x);
+  const std::int64_t in = shape[shape.rank() - 1];
+  Tensor sx = net.add_small_constant({type == DataType::kI8 ? 2.0 / 127 : 2.0 / 448}, DataType::kF32, Dims{},
+                                     name + ".x_scale");
+  Tensor xq = net.add_dequantize(net.add_quantize(x, sx, type), sx);
+  Tensor w = quantized_weight(net, name + ".weight", type, out, in);
+  Tensor sw = per_channel ? f32_constant(net, name + ".weight_scale", Dims{out}, 0.001f, 0.004f)
+                          : net.add_small_constant({0.002}, DataType::kF32, Dims{}, name + ".weight_scale");
+  return net.add_linear(xq, net.add_dequantize(w, sw, DataType::kF32, 0),
+                        f32_constant(net, name + ".bias", Dims{out}, -0.5f, 0.5f));
+}
+
+TEST(QuantizedProducts, LinearBetweenDequantizesBecomesOneQuantizedProduct) {
+  for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+    for (bool per_channel : {false, true}) {
+      SCOPED_TRACE(std::string(to_string(type)) + (per_channel ? " per channel" : " per tensor"));
+      builder::WeightPool pool;
+      Network net;
+      Tensor x = net.add_input("x", DataType::kF32, {-1, 32});
+      net.mark_output(quantized_linear_of(net, x, type, 24, per_channel, "fc"), "y");
+      Network lowered = builder::lower_quantized_products(net, pool);
+      EXPECT_EQ(count_ops(lowered, "linear"), 0);
+      EXPECT_EQ(count_ops(lowered, "dequantize"), 0);  // both dropped: nothing else reads them
+      EXPECT_EQ(count_ops(lowered, "quantize"), 1);
+      const graph::Graph& g = graph::graph_of(lowered);
+      const graph::Layer& q = only_layer(lowered, "quantized_linear");
+      ASSERT_EQ(q.inputs.size(), 4u);
+      EXPECT_EQ(g.tensor(q.inputs[1]).dtype, type);  // the weight stays quantized
+      EXPECT_EQ(g.tensor(q.inputs[2]).dtype, DataType::kF32);
+      EXPECT_EQ(g.static_dims(q.inputs[2]), Dims({24}));
+      std::map<std::string, HostTensor> in{{"x", random_input({5, 32}, 3)}};
+      EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+    }
+  }
+}
+
+TEST(QuantizedProducts, LoweringToF16KeepsScalesF32AndEpiloguesFuseIntoTheProduct) {
+  builder::WeightPool pool;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {4, 3, 32});
+  // BERT's MLP quantized: fc1 -> erf GELU -> fc2 + the block's input.
+  Tensor h = net.add_activation("gelu", quantized_linear_of(net, x, DataType::kF8E4M3, 64, true, "fc1"));
+  Tensor y = net.add_binary("add", quantized_linear_of(net, h, DataType::kF8E4M3, 32, true, "fc2"), x);
+  net.mark_output(y, "y");
+  Network lowered = builder::lower_quantized_products(net, pool);
+  lowered = builder::lower_precision(lowered, DataType::kF16, pool, plugin::Device::kHost);
+  lowered = builder::fuse_epilogues(builder::remove_dead_layers(lowered));
+  EXPECT_EQ(count_ops(lowered, "quantized_linear"), 2);
+  EXPECT_EQ(count_ops(lowered, "gelu"), 0);
+  EXPECT_EQ(count_ops(lowered, "add"), 0);
+  const graph::Graph& g = graph::graph_of(lowered);
+  int gelu = 0, residual = 0;
+  for (const auto& layer : g.layers) {
+    if (layer.op == "quantize") {
+      EXPECT_EQ(g.tensor(layer.inputs[1]).dtype, DataType::kF32) << layer.name;
+    }
+    if (layer.op != "quantized_linear") continue;
+    EXPECT_EQ(g.tensor(layer.inputs[2]).dtype, DataType::kF32) << layer.name;
+    EXPECT_EQ(g.tensor(layer.outputs[0]).dtype, DataType::kF16) << layer.name;
+    auto it = layer.attrs.find("activation");
+    gelu += it != layer.attrs.end() && std::get<std::string>(it->second) == "gelu_erf" ? 1 : 0;
+    residual += layer.inputs.size() == 5 ? 1 : 0;
+  }
+  EXPECT_EQ(gelu, 1);
+  EXPECT_EQ(residual, 1);
+  std::map<std::string, HostTensor> in{{"x", random_input({4, 3, 32}, 4)}};
+  // f16 activations may move a value across a rounding boundary of fc2's quantize: a few quantization steps at most.
+  EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 2e-2);
+}
+
+TEST(QuantizedProducts, QuantizedQueryKeyValueBecomeOneProductThatAttentionReadsPacked) {
+  constexpr std::int64_t kHeads = 2, kDim = 16, kEmbed = kHeads * kDim;
+  builder::WeightPool pool;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, -1, kEmbed});
+  // BERT's self-attention with its three projections quantized (one quantize -> dequantize of x that all three read).
+  Tensor sx = net.add_small_constant({3.0 / 127}, DataType::kF32, Dims{}, "x_scale");
+  Tensor xq = net.add_dequantize(net.add_quantize(x, sx, DataType::kI8), sx);
+  std::map<std::string, Tensor> heads;
+  for (const char* n : {"query", "key", "value"}) {
+    Tensor sw = f32_constant(net, std::string(n) + ".weight_scale", Dims{kEmbed}, 0.001f, 0.004f);
+    Tensor w = net.add_dequantize(quantized_weight(net, std::string(n) + ".weight", DataType::kI8, kEmbed, kEmbed), sw,
+                                  DataType::kF32, 0);
+    Tensor t = net.add_layer("linear", {xq, w, f32_constant(net, std::string(n) + ".bias", Dims{kEmbed}, -.5f, .5f)},
+                             {}, std::string("self.") + n)[0];
+    heads[n] = net.add_transpose(net.add_reshape(t, {0, 0, kHeads, kDim}), {0, 2, 1, 3});
+  }
+  Tensor a = net.add_attention(heads["query"], heads["key"], heads["value"]);
+  net.mark_output(net.add_reshape(net.add_transpose(a, {0, 2, 1, 3}), {0, 0, kEmbed}), "y");
+  Network device = builder::device_layout_passes(builder::lower_quantized_products(net, pool), pool);
+  EXPECT_EQ(count_ops(device, "quantized_linear"), 1);
+  EXPECT_EQ(count_ops(device, "split"), 0);
+  const graph::Graph& g = graph::graph_of(device);
+  const graph::Layer& qkv = only_layer(device, "quantized_linear");
+  EXPECT_EQ(qkv.name, "self.query+key+value");
+  EXPECT_EQ(g.tensor(qkv.inputs[1]).dtype, DataType::kI8);
+  EXPECT_EQ(g.static_dims(qkv.inputs[1]), Dims({3 * kEmbed, kEmbed}));
+  EXPECT_EQ(g.static_dims(qkv.inputs[2]), Dims({3 * kEmbed}));
+  EXPECT_EQ(g.static_dims(qkv.inputs[3]), Dims({3 * kEmbed}));
+  const graph::Layer& attention = only_layer(device, "attention");
+  EXPECT_EQ(std::get<std::string>(attention.attrs.at("layout")), "packed");
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 5, kEmbed}, 8)}};
+  EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+}
+
+TEST(QuantizedProducts, OtherPatternsKeepTheirLinear) {
+  builder::WeightPool pool;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {3, 16});
+  // Weight-only: x is not quantized.
+  Tensor sw = net.add_small_constant({0.01}, DataType::kF32, Dims{}, "sw");
+  Tensor a = net.add_linear(x, net.add_dequantize(quantized_weight(net, "wa", DataType::kI8, 8, 16), sw));
+  // The weight's scale runs along `in` (axis 1): it cannot leave the sum.
+  Tensor sx = net.add_small_constant({0.02}, DataType::kF32, Dims{}, "sx");
+  Tensor xq = net.add_dequantize(net.add_quantize(x, sx, DataType::kI8), sx);
+  Tensor sin = f32_constant(net, "s_in", Dims{16}, 0.001f, 0.01f);
+  Tensor b =
+      net.add_linear(xq, net.add_dequantize(quantized_weight(net, "wb", DataType::kI8, 8, 16), sin, DataType::kF32, 1));
+  // x per channel (its scale differs along the sum).
+  Tensor sxc = f32_constant(net, "sxc", Dims{16}, 0.01f, 0.03f);
+  Tensor xc = net.add_dequantize(net.add_quantize(x, sxc, DataType::kI8, 1), sxc, DataType::kF32, 1);
+  Tensor c = net.add_linear(xc, net.add_dequantize(quantized_weight(net, "wc", DataType::kI8, 8, 16), sw));
+  // Different quantized types.
+  Tensor w8 = quantized_weight(net, "wd", DataType::kF8E4M3, 8, 16);
+  Tensor d = net.add_linear(xq, net.add_dequantize(w8, sw));
+  net.mark_output(a, "a");
+  net.mark_output(b, "b");
+  net.mark_output(c, "c");
+  net.mark_output(d, "d");
+  Network lowered = builder::lower_quantized_products(net, pool);
+  EXPECT_EQ(count_ops(lowered, "quantized_linear"), 0);
+  EXPECT_EQ(count_ops(lowered, "linear"), 4);
+}
+
+}  // namespace
+}  // namespace tensoracle
