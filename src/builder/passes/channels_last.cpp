@@ -14,10 +14,6 @@ namespace tensoracle::builder {
 
 namespace {
 
-bool is_constant(const graph::Graph& g, std::int32_t id) {
-  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
-}
-
 std::string layout_of(const graph::Layer& layer) {
   return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("layout", "nchw");
 }

@@ -1,4 +1,5 @@
-// Host copies of a graph's constants for builder passes that rewrite weights (transposes, reshapes).
+// A graph's constants for builder passes: which tensors are constants, and host copies of them for passes that rewrite
+// weights (transposes, reshapes).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,11 @@
 #include "tensoracle/host_tensor.hpp"
 
 namespace tensoracle::builder {
+
+// Whether tensor `id` is a constant (an absent optional input, id < 0, is not).
+inline bool is_constant(const graph::Graph& g, std::int32_t id) {
+  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
+}
 
 // The constant `id` (a weight view or inline values) as a host tensor of its dtype and static shape.
 HostTensor constant_tensor(const graph::Graph& g, std::int32_t id);

@@ -13,10 +13,6 @@ namespace tensoracle::builder {
 
 namespace {
 
-bool is_constant(const graph::Graph& g, std::int32_t id) {
-  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
-}
-
 std::vector<double> constant_values(const graph::Graph& g, std::int32_t id) {
   HostTensor h = constant_tensor(g, id);
   return cpu::to_f64(h);

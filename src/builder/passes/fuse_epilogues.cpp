@@ -16,10 +16,6 @@ namespace tensoracle::builder {
 
 namespace {
 
-bool is_constant(const graph::Graph& g, std::int32_t id) {
-  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
-}
-
 std::string string_attr(const graph::Layer& layer, const char* name, const std::string& fallback) {
   return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string(name, fallback);
 }

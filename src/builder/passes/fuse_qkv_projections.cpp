@@ -21,10 +21,6 @@ namespace tensoracle::builder {
 
 namespace {
 
-bool is_constant(const graph::Graph& g, std::int32_t id) {
-  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
-}
-
 bool has_input(const graph::Layer& layer, std::size_t i) { return i < layer.inputs.size() && layer.inputs[i] >= 0; }
 
 // The input positions of a product's bias and residual: linear (x, weight, bias, residual) and quantized_linear (x,

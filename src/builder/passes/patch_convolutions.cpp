@@ -14,10 +14,6 @@ namespace tensoracle::builder {
 
 namespace {
 
-bool is_constant(const graph::Graph& g, std::int32_t id) {
-  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
-}
-
 // Whether every entry of `values` (an absent attribute: `fallback` for all) equals `want`.
 bool all_equal(const std::vector<std::int64_t>& values, std::int64_t want) {
   for (auto v : values) {

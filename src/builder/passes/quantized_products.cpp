@@ -16,16 +16,12 @@ namespace tensoracle::builder {
 
 namespace {
 
-bool is_constant(const graph::Graph& g, std::int32_t id) {
-  return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
-}
-
 bool is_quantized(DataType dtype) { return dtype == DataType::kI8 || dtype == DataType::kF8E4M3; }
 
 // The dequantize layer that produces `id`, when one does.
-const graph::Layer* dequantize_of(const graph::Graph& g, const std::vector<std::int32_t>& producer, std::int32_t id) {
-  if (id < 0 || producer[static_cast<std::size_t>(id)] < 0) return nullptr;
-  const graph::Layer& layer = g.layers[static_cast<std::size_t>(producer[static_cast<std::size_t>(id)])];
+const graph::Layer* dequantize_of(const graph::Graph& g, std::int32_t id) {
+  if (id < 0 || g.tensor(id).kind != graph::TensorKind::kLayerOutput) return nullptr;
+  const graph::Layer& layer = g.layers[static_cast<std::size_t>(g.tensor(id).producer)];
   return layer.op == "dequantize" ? &layer : nullptr;
 }
 
@@ -58,10 +54,9 @@ struct Lowering {
 
 // A linear (any epilogue) whose x and weight are dequantizes of the same quantized type: x's with one scale, the
 // weight's a constant [out, in] with one scale or one per output feature (axis 0); both scales constant.
-std::optional<Lowering> lowering_of(const graph::Graph& g, const std::vector<std::int32_t>& producer,
-                                    const graph::Layer& linear) {
-  const graph::Layer* dx = dequantize_of(g, producer, linear.inputs[0]);
-  const graph::Layer* dw = dequantize_of(g, producer, linear.inputs[1]);
+std::optional<Lowering> lowering_of(const graph::Graph& g, const graph::Layer& linear) {
+  const graph::Layer* dx = dequantize_of(g, linear.inputs[0]);
+  const graph::Layer* dw = dequantize_of(g, linear.inputs[1]);
   if (dx == nullptr || dw == nullptr) return std::nullopt;
   const DataType type = g.tensor(dx->inputs[0]).dtype;
   if (!is_quantized(type) || g.tensor(dw->inputs[0]).dtype != type || !is_constant(g, dw->inputs[0])) {
@@ -85,15 +80,10 @@ std::optional<Lowering> lowering_of(const graph::Graph& g, const std::vector<std
 
 Network lower_quantized_products(const Network& network, WeightPool& pool) {
   const graph::Graph& g = graph::graph_of(network);
-  std::vector<std::int32_t> producer(g.tensors.size(), -1);
-  for (std::size_t l = 0; l < g.layers.size(); ++l) {
-    for (auto out : g.layers[l].outputs) producer[static_cast<std::size_t>(out)] = static_cast<std::int32_t>(l);
-  }
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
   for (const auto& layer : g.layers) {
-    const std::optional<Lowering> lowering =
-        layer.op == "linear" ? lowering_of(g, producer, layer) : std::optional<Lowering>{};
+    const std::optional<Lowering> lowering = layer.op == "linear" ? lowering_of(g, layer) : std::optional<Lowering>{};
     if (!lowering) {
       rewriter.copy_layer(layer);
       continue;

@@ -502,6 +502,11 @@ inline const std::string& layer_name(const StepLaunch& launch) {
   return launch.layer != nullptr ? launch.layer->name : kUnnamed;
 }
 
+// An optional input given to the step (a tensor, or a caller buffer bound at enqueue).
+inline bool present(const StepLaunch& launch, std::size_t index) {
+  return index < launch.inputs.size() && (launch.inputs[index].data != nullptr || launch.inputs[index].caller_buffer);
+}
+
 // Call after every <<<>>> launch.
 inline void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch)); }
 

@@ -498,11 +498,6 @@ struct LinearPlan {
   std::optional<GemmStep> gemm;
 };
 
-// An optional input given to the step (a tensor, or a caller buffer bound at enqueue).
-bool present(const StepLaunch& launch, std::size_t index) {
-  return index < launch.inputs.size() && (launch.inputs[index].data != nullptr || launch.inputs[index].caller_buffer);
-}
-
 // kAlgo: which of the heuristic's algorithms the product takes (0: its first; the _algoN entries, timed by the
 // builder, take the others).
 template <bool kEpilogue, int kAlgo = 0>

@@ -84,11 +84,6 @@ struct TiledPlan {
   Act act = Act::kNone;
 };
 
-// An optional input given to the step (a tensor, or a caller buffer bound at enqueue).
-bool present(const StepLaunch& launch, std::size_t index) {
-  return index < launch.inputs.size() && (launch.inputs[index].data != nullptr || launch.inputs[index].caller_buffer);
-}
-
 template <typename In, typename Out>
 void run_tiled(const StepLaunch& launch, const TiledPlan& p) {
   const dim3 grid(static_cast<unsigned>((p.m + kTile - 1) / kTile), static_cast<unsigned>((p.n + kTile - 1) / kTile));

@@ -684,8 +684,7 @@ bool attention_params(const StepLaunch& launch, AttentionParams& p, bool& has_ma
   p.scale_d = launch.attrs->has("scale") ? launch.attrs->get_float("scale") : 1.0 / std::sqrt(static_cast<double>(p.d));
   p.scale_f = static_cast<float>(p.scale_d);
   p.mask_kind = kNoMask;
-  // An optional input is present when it has an address or is a caller buffer (bound at each enqueue).
-  if (launch.inputs.size() > 3 && (launch.inputs[3].data != nullptr || launch.inputs[3].caller_buffer)) {
+  if (kernels::present(launch, 3)) {
     const DeviceTensor& mask = launch.inputs[3];
     const int mrank = mask.shape.rank();
     if (mrank > 4) launch.attrs->fail("the mask has rank > 4");
