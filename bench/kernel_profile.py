@@ -54,6 +54,18 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
         "layers": [{"name": "ln", "op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"],
                     "attrs": {"epsilon": 1e-12}}],
     }
+    # The layer norm at a quantized block boundary: its result read in f16 (the residual) and quantized to i8 for the
+    # next product (written by the layer norm itself on CUDA).
+    yield {
+        "name": "layer_norm_i8_out", "bytes": rows * hidden * (2 + 2 + 1),
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+        "weights": {"g": h16(hidden) + 1, "b": h16(hidden)},
+        "inline": [{"name": "s", "dtype": "f32", "shape": [], "values": [4.0 / 127]}],
+        "layers": [{"name": "ln", "op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"],
+                    "attrs": {"epsilon": 1e-12}},
+                   {"name": "q", "op": "quantize", "inputs": ["y", "s"], "outputs": ["yq"], "attrs": {"to": "i8"}}],
+        "outputs": ["y", "yq"],
+    }
     yield {
         "name": "gelu_erf", "bytes": 2 * rows * ffn * 2,
         "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, ffn]}], "weights": {},
@@ -90,20 +102,27 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
             weights = {"wf": w}
             quantize_weight = [{"name": "qw", "op": "quantize", "inputs": ["wf", "sw"], "outputs": ["wq"],
                                 "attrs": {"to": q, "axis": 0}}]
-        for act in ("", "_gelu_erf"):
+        # _gelu_erf_out: FC1's result quantized again for FC2 (the quantize after the GELU fused into the product).
+        for act in ("", "_gelu_erf", "_gelu_erf_out"):
             layers = quantize_weight + [
                 {"name": "qx", "op": "quantize", "inputs": ["x", "sx"], "outputs": ["xq"], "attrs": {"to": q}},
                 {"name": "dqx", "op": "dequantize", "inputs": ["xq", "sx"], "outputs": ["xd"], "attrs": {"to": "f16"}},
                 {"name": "dqw", "op": "dequantize", "inputs": ["wq", "sw"], "outputs": ["wd"],
                  "attrs": {"to": "f16", "axis": 0}},
                 {"name": "fc1", "op": "linear", "inputs": ["xd", "wd", "b"], "outputs": ["h" if act else "y"]}]
+            inline = [{"name": "sx", "dtype": "f32", "shape": [], "values": [0.5 / qmax]}]
             if act:
-                layers.append({"name": "act", "op": "gelu", "inputs": ["h"], "outputs": ["y"]})
+                out = "g" if act.endswith("_out") else "y"
+                layers.append({"name": "act", "op": "gelu", "inputs": ["h"], "outputs": [out]})
+            if act.endswith("_out"):
+                layers.append({"name": "qy", "op": "quantize", "inputs": ["g", "sy"], "outputs": ["y"],
+                               "attrs": {"to": q}})
+                inline.append({"name": "sy", "dtype": "f32", "shape": [], "values": [4.0 / qmax]})
             yield {
                 "name": f"quantized_linear_{q}{act}", "flops": 2 * rows * hidden * ffn,
                 "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
                 "weights": {**weights, "sw": sw, "b": h16(ffn)},
-                "inline": [{"name": "sx", "dtype": "f32", "shape": [], "values": [0.5 / qmax]}],
+                "inline": inline,
                 "layers": layers,
             }
     yield {
@@ -179,7 +198,7 @@ def main():
         net = {"format": "tensoracle-network", "version": 1, "inputs": case["inputs"],
                "constants": [{"name": n, "weight": n, "file": "w.safetensors"} for n in case["weights"]] +
                             case.get("inline", []),
-               "layers": case["layers"], "outputs": ["y"]}
+               "layers": case["layers"], "outputs": case.get("outputs", ["y"])}
         (d / "net.json").write_text(json.dumps(net))
         engine = d / "net.engine"
         t0 = time.time()

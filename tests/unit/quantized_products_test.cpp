@@ -1,6 +1,6 @@
 // Tests of lower_quantized_products (a linear between dequantizes becomes quantized_linear) and of what the later
-// passes do with the result (f16 lowering keeps the scales f32; epilogues fuse into it): the layers made, and results
-// equal to the original network's on the CPU reference executor.
+// passes do with the result (f16 lowering keeps the scales f32; epilogues and a following quantize fuse into it): the
+// layers made, and results equal to the original network's on the CPU reference executor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -183,6 +183,81 @@ TEST(QuantizedProducts, QuantizedQueryKeyValueBecomeOneProductThatAttentionReads
   EXPECT_EQ(std::get<std::string>(attention.attrs.at("layout")), "packed");
   std::map<std::string, HostTensor> in{{"x", random_input({2, 5, kEmbed}, 8)}};
   EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+}
+
+TEST(QuantizedProducts, AQuantizeAfterAProductBecomesItsEpilogue) {
+  for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+    SCOPED_TRACE(to_string(type));
+    builder::WeightPool pool;
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {-1, 32});
+    // fc1 -> GELU -> fc2 (which quantizes its input): fc1's result is only ever quantized.
+    Tensor h = net.add_activation("gelu", quantized_linear_of(net, x, type, 48, true, "fc1"));
+    Tensor y = quantized_linear_of(net, h, type, 16, true, "fc2");
+    net.mark_output(y, "y");
+    // The same product whose result is also read as float, and one quantized per channel: neither is fused.
+    Tensor g2 = quantized_linear_of(net, x, type, 16, false, "fc3");
+    net.mark_output(g2, "g2");
+    Tensor sc = f32_constant(net, "per_channel_scale", Dims{16}, 0.01f, 0.02f);
+    net.mark_output(net.add_quantize(g2, sc, type, 1), "g2q");
+    Tensor g3 = quantized_linear_of(net, x, type, 16, false, "fc4");
+    net.mark_output(net.add_quantize(g3, sc, type, 1), "g3q");
+    Network device = builder::device_layout_passes(builder::lower_quantized_products(net, pool), pool);
+    EXPECT_EQ(count_ops(device, "quantized_linear"), 4);
+    EXPECT_EQ(count_ops(device, "gelu"), 0);
+    EXPECT_EQ(count_ops(device, "quantize"), 5);  // x's for fc1, fc3 and fc4, g2q's and g3q's: not h's for fc2
+    const graph::Graph& g = graph::graph_of(device);
+    int fused = 0;
+    for (const auto& layer : g.layers) {
+      if (layer.op != "quantized_linear" || layer.attrs.count("quantize_to") == 0) continue;
+      ++fused;  // fc1, the only product with a GELU
+      ASSERT_EQ(layer.inputs.size(), 6u);
+      EXPECT_EQ(std::get<std::string>(layer.attrs.at("quantize_to")), to_string(type));
+      EXPECT_EQ(std::get<std::string>(layer.attrs.at("activation")), "gelu_erf");
+      EXPECT_EQ(g.tensor(layer.outputs[0]).dtype, type);
+      EXPECT_EQ(g.tensor(layer.inputs[5]).dtype, DataType::kF32);
+      EXPECT_TRUE(g.tensor(layer.inputs[5]).shape.empty());
+    }
+    EXPECT_EQ(fused, 1);
+    std::map<std::string, HostTensor> in{{"x", random_input({7, 32}, 11)}};
+    const auto want = run_reference(net, in);
+    const auto got = run_reference(device, in);
+    // The fused quantize divides the double epilogue value instead of the f32 GELU result: a value within an f32
+    // rounding of a boundary may land one step over.
+    EXPECT_LT(rel_l2(got.at("y"), want.at("y")), 1e-3);
+    EXPECT_LT(rel_l2(got.at("g2"), want.at("g2")), 1e-6);
+  }
+}
+
+TEST(QuantizedProducts, ALayerNormAlsoWritesItsQuantizedResult) {
+  builder::WeightPool pool;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 32});
+  // BERT's post-norm block boundary: the layer norm's result is read by the next product (quantized) and by the
+  // residual add after it.
+  Tensor n = net.add_layer(
+      "layer_norm",
+      {x, f32_constant(net, "ln.weight", Dims{32}, 0.5f, 1.5f), f32_constant(net, "ln.bias", Dims{32}, -0.5f, 0.5f)},
+      {}, "ln")[0];
+  Tensor y = net.add_binary("add", quantized_linear_of(net, n, DataType::kI8, 32, true, "fc"), n);
+  net.mark_output(y, "y");
+  Network device = builder::device_layout_passes(builder::lower_quantized_products(net, pool), pool);
+  EXPECT_EQ(count_ops(device, "quantize"), 0);
+  const graph::Graph& g = graph::graph_of(device);
+  const graph::Layer& ln = only_layer(device, "layer_norm");
+  ASSERT_EQ(ln.inputs.size(), 4u);
+  ASSERT_EQ(ln.outputs.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(ln.attrs.at("quantize_to")), "i8");
+  EXPECT_EQ(g.tensor(ln.outputs[0]).dtype, DataType::kF32);
+  EXPECT_EQ(g.tensor(ln.outputs[1]).dtype, DataType::kI8);
+  const graph::Layer& fc = only_layer(device, "quantized_linear");
+  EXPECT_EQ(fc.inputs[0], ln.outputs[1]);  // the product reads the quantized result
+  ASSERT_EQ(fc.inputs.size(), 5u);
+  EXPECT_EQ(fc.inputs[4], ln.outputs[0]);  // the residual, the float one
+  std::map<std::string, HostTensor> in{{"x", random_input({6, 32}, 12)}};
+  // Quantized from the double value instead of the f32 one: a value within an f32 rounding of a step boundary may
+  // land one step over.
+  EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 1e-3);
 }
 
 TEST(QuantizedProducts, OtherPatternsKeepTheirLinear) {

@@ -9,6 +9,7 @@ Network device_layout_passes(const Network& network, WeightPool& pool) {
   // After fuse_matmul_bias (whose linears it takes too), before fuse_epilogues (it takes plain products only).
   net = fuse_qkv_projections(net, pool);
   net = fuse_epilogues(net);
+  net = fuse_quantized_outputs(net);  // after fuse_epilogues: the quantize follows the activation
   net = to_channels_last(net, pool);
   return remove_dead_layers(fuse_attention_layout(net));
 }

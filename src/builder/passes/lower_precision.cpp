@@ -47,11 +47,11 @@ void lower_plugin_layer(GraphRewriter& rewriter, const graph::Layer& layer, Data
   }
 }
 
-// The input position of a quantization scale in the ops that read one (-1: none).
-int scale_position(const std::string& op) {
-  if (op == "quantize" || op == "dequantize") return 1;
-  if (op == "quantized_linear") return 2;
-  return -1;
+// Whether input `i` of an `op` layer is a quantization scale.
+bool is_scale_input(const std::string& op, std::size_t i) {
+  if (op == "quantize" || op == "dequantize") return i == 1;
+  if (op == "quantized_linear") return i == 2 || i == 5;  // the product's scale, the output's
+  return false;
 }
 
 // Per tensor: whether every reader reads it as a quantization scale (which must stay f32).
@@ -62,7 +62,7 @@ std::vector<bool> read_only_as_scale(const graph::Graph& g) {
       if (layer.inputs[i] < 0) continue;
       const auto id = static_cast<std::size_t>(layer.inputs[i]);
       ++reads[id];
-      if (static_cast<int>(i) == scale_position(layer.op)) ++scale_reads[id];
+      if (is_scale_input(layer.op, i)) ++scale_reads[id];
     }
   }
   std::vector<bool> only(g.tensors.size(), false);

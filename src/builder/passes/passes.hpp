@@ -60,6 +60,13 @@ Network fuse_qkv_projections(const Network& network, WeightPool& pool);  // pass
 // conv takes a residual only when an activation follows (cuDNN's fused form).
 Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
 
+// CUDA target: a quantized_linear whose result only a quantize with one constant scale reads becomes one
+// quantized_linear with that quantize in its epilogue (attribute quantize_to, the scale as input 5): the product's
+// result stays quantized for the next quantized product, never written in float. A layer_norm read by such a quantize
+// (and possibly by others) gets quantize_to, the scale as input 3 and the quantized result as a second output. Run
+// after fuse_epilogues.
+Network fuse_quantized_outputs(const Network& network);  // passes/quantized_products.cpp
+
 // CUDA target: f16/bf16 2D convolutions run channels last (NHWC, where cuDNN's tensor-core kernels need no
 // workspace); max_pool2d and global_avg_pool read channels-last inputs directly, and transposes are inserted only
 // where channels-first tensors enter or leave. Weights are permuted here, once. A convolution (groups 1) whose input
@@ -74,7 +81,8 @@ Network to_channels_last(const Network& network, WeightPool& pool);  // passes/c
 Network fuse_attention_layout(const Network& network);  // passes/attention_layout.cpp
 
 // CUDA targets: the passes above that rewrite products, convolutions and layouts, in the builder's order
-// (patch_convolutions, fuse_matmul_bias, fuse_qkv_projections, fuse_epilogues, to_channels_last, fuse_attention_layout,
+// (patch_convolutions, fuse_matmul_bias, fuse_qkv_projections, fuse_epilogues, fuse_quantized_outputs,
+// to_channels_last, fuse_attention_layout,
 // remove_dead_layers); fuse_elementwise comes after them when NVRTC can be loaded.
 Network device_layout_passes(const Network& network, WeightPool& pool);  // passes/device_layout_passes.cpp
 

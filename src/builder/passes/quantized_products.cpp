@@ -1,4 +1,6 @@
-// Builder pass: a linear between dequantizes (explicit quantization's pattern) becomes one quantized_linear.
+// Builder passes: a linear between dequantizes (explicit quantization's pattern) becomes one quantized_linear, and a
+// quantize after a quantized_linear or a layer_norm becomes part of that layer (its result stays quantized for the next
+// product).
 #include <fmt/format.h>
 
 #include <optional>
@@ -9,6 +11,7 @@
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
+#include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
 
@@ -101,6 +104,74 @@ Network lower_quantized_products(const Network& network, WeightPool& pool) {
     rewriter.add_named_layer(layer, "quantized_linear", inputs, attrs);
   }
   return remove_dead_layers(rewriter.finish());
+}
+
+namespace {
+
+// A quantize by one constant scale (a scalar).
+bool quantizes_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
+  return layer.op == "quantize" && is_constant(g, layer.inputs[1]) && g.tensor(layer.inputs[1]).shape.empty();
+}
+
+// The quantize a layer can take into its epilogue, when there is one: for a quantized_linear the only reader of its
+// float result; for a layer_norm the first per-tensor quantize among the readers of its result (the others keep
+// reading the float result, which the layer still writes).
+const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& uses, const graph::Layer& layer) {
+  if (layer.op == "quantized_linear" && layer.inputs.size() <= 5) {  // input 5: already quantized
+    const TensorUse* use = uses.only_reader(layer.outputs[0]);
+    if (use == nullptr || use->position != 0 || !quantizes_per_tensor(g, g.layers[use->layer])) return nullptr;
+    return &g.layers[use->layer];
+  }
+  if (layer.op == "layer_norm" && layer.inputs.size() <= 3) {
+    for (const TensorUse& use : uses.readers[static_cast<std::size_t>(layer.outputs[0])]) {
+      if (use.position == 0 && quantizes_per_tensor(g, g.layers[use.layer])) return &g.layers[use.layer];
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Network fuse_quantized_outputs(const Network& network) {
+  const graph::Graph& g = graph::graph_of(network);
+  const TensorUses uses(g);
+  std::vector<std::int32_t> quantize_of(g.layers.size(), -1);  // layer -> the quantize layer it absorbs
+  std::vector<bool> absorbed(g.layers.size(), false);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const graph::Layer* quantize = output_quantize(g, uses, g.layers[l]);
+    if (quantize == nullptr) continue;
+    quantize_of[l] = g.tensor(quantize->outputs[0]).producer;
+    absorbed[static_cast<std::size_t>(quantize_of[l])] = true;
+  }
+  GraphRewriter rewriter(g);
+  Network& net = rewriter.network();
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const graph::Layer& layer = g.layers[l];
+    if (absorbed[l]) continue;  // made with its producer (earlier: it reads nothing but that and a constant)
+    if (quantize_of[l] < 0) {
+      rewriter.copy_layer(layer);
+      continue;
+    }
+    const graph::Layer& quantize = g.layers[static_cast<std::size_t>(quantize_of[l])];
+    // The scale goes after the layer's optional inputs: quantized_linear's bias and residual, layer_norm's weight and
+    // bias.
+    const std::size_t scale_input = layer.op == "quantized_linear" ? 5 : 3;
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < scale_input; ++i) {
+      inputs.push_back(i < layer.inputs.size() ? rewriter.get(layer.inputs[i]) : Tensor{});
+    }
+    inputs.push_back(rewriter.get(quantize.inputs[1]));
+    Attributes attrs = layer.attrs;
+    attrs["quantize_to"] = std::string(to_string(g.tensor(quantize.outputs[0]).dtype));
+    std::vector<Tensor> outs = net.add_layer(layer.op, inputs, attrs, layer.name);
+    if (layer.op == "layer_norm") {  // the float result first, then the quantized one
+      net.rename_tensor(outs[0], g.tensor(layer.outputs[0]).name);
+      rewriter.set(layer.outputs[0], outs[0]);
+    }
+    net.rename_tensor(outs.back(), g.tensor(quantize.outputs[0]).name);
+    rewriter.set(quantize.outputs[0], outs.back());
+  }
+  return rewriter.finish();
 }
 
 }  // namespace tensoracle::builder

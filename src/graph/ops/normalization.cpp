@@ -2,8 +2,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/quantized_output_checks.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -61,13 +63,17 @@ std::vector<DimId> normalized_shape(InferContext& ctx, const TensorType& x) {
   return {x.shape.end() - rank, x.shape.end()};
 }
 
+// With `quantize_to` (i8 or f8e4m3) and output_scale (input 3, f32, a scalar), a second output: the normalized value
+// quantized by that scale (builder::fuse_quantized_outputs).
 std::vector<OutputType> infer_layer_norm(InferContext& ctx) {
   const TensorType& x = float_input(ctx);
   read_epsilon(ctx, 1e-5);
   auto shape = normalized_shape(ctx, x);
   check_parameter(ctx, 1, "weight", x, shape, "the normalized dims");
   check_parameter(ctx, 2, "bias", x, shape, "the normalized dims");
-  return {OutputType{x.dtype, x.shape}};
+  const std::optional<DataType> quantized = quantized_output_type(ctx, 3);
+  if (!quantized) return {OutputType{x.dtype, x.shape}};
+  return {OutputType{x.dtype, x.shape}, OutputType{*quantized, x.shape}};
 }
 
 std::vector<OutputType> infer_rms_norm(InferContext& ctx) {
@@ -133,10 +139,11 @@ void register_normalization_ops(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{"log_softmax", 1, 1, {"axis"}, infer_softmax, "x - log(sum(exp(x))) along axis"});
   ops.push_back(OpDef{"layer_norm",
                       1,
-                      3,
-                      {"epsilon", "normalized_rank"},
+                      4,
+                      {"epsilon", "normalized_rank", "quantize_to"},
                       infer_layer_norm,
-                      "(x - mean) / sqrt(var + eps) * weight + bias over the last normalized_rank dims"});
+                      "(x - mean) / sqrt(var + eps) * weight + bias over the last normalized_rank dims (and, with "
+                      "`quantize_to`, that quantized by output_scale as a second output)"});
   ops.push_back(OpDef{"rms_norm",
                       1,
                       2,

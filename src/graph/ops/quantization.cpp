@@ -1,8 +1,11 @@
 // Op definitions (inputs, attributes, dtype and shape inference) of the quantization family.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "graph/op_def.hpp"
 #include "graph/ops/linear_checks.hpp"
+#include "graph/ops/quantized_output_checks.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -54,8 +57,9 @@ std::vector<OutputType> infer_dequantize(InferContext& ctx) {
 }
 
 // x [..., in] (i8 or f8e4m3) · weight[out, in]ᵀ (the same type), scaled per output feature by scale[out] (f32), plus
-// bias[out] and the residual, through the activation; the result in `to` (a float type). The builder's lowering of a
-// linear between dequantizes (builder::lower_quantized_products).
+// bias[out] and the residual, through the activation; the result in `to` (a float type), or, with `quantize_to` and
+// output_scale (f32, a scalar), quantized by that scale to i8 or f8e4m3. The builder's lowering of a linear between
+// dequantizes (builder::lower_quantized_products) and of a quantize after it (builder::fuse_quantized_outputs).
 std::vector<OutputType> infer_quantized_linear(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
   const TensorType& weight = ctx.input(1, "weight");
@@ -76,7 +80,9 @@ std::vector<OutputType> infer_quantized_linear(InferContext& ctx) {
   }
   if (ctx.has_input(4)) ctx.require_dtype(ctx.input(4, "residual"), {to}, "residual");
   check_linear_epilogue(ctx, 4, shape);
-  return {OutputType{to, std::move(shape)}};
+  const std::optional<DataType> quantized = quantized_output_type(ctx, 5);
+  if (!quantized) return {OutputType{to, std::move(shape)}};
+  return {OutputType{*quantized, std::move(shape)}};
 }
 
 }  // namespace
@@ -96,11 +102,11 @@ void register_quantization_ops(std::vector<OpDef>& ops) {
                       "x * scale for i8 or f8e4m3 x; scale per tensor or per channel"});
   ops.push_back(OpDef{"quantized_linear",
                       3,
-                      5,
-                      {"to", "activation"},
+                      6,
+                      {"to", "activation", "quantize_to"},
                       infer_quantized_linear,
                       "activation(scale[out] * (x [..., in] · weight[out, in]ᵀ) + bias[out] + residual) for i8 or "
-                      "f8e4m3 x and weight, in `to`"});
+                      "f8e4m3 x and weight, in `to`, or quantized by output_scale to `quantize_to`"});
 }
 
 }  // namespace tensoracle::graph

@@ -45,6 +45,11 @@ def scales(*shape, low=0.005, high=0.05):
     return rand(*(shape or (1,)), low=low, high=high).reshape(shape)
 
 
+def f32(v):
+    """v rounded to f32: an inline scale as the network holds it, so that the float64 reference uses the same one."""
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
 def with_specials(x, specials):
     x = x.clone()
     x.view(-1)[: len(specials)] = torch.tensor(specials, dtype=torch.float64).to(x.dtype)
@@ -229,6 +234,52 @@ def quantized_linear_cases():
     return cases
 
 
+def quantized_output_cases():
+    """quantized_linear with `quantize_to`: the epilogue value divided by output_scale and quantized once (what
+    fuse_quantized_outputs makes of a quantize after the product). The reference quantizes the float64 value. i8 results
+    may be one step off where a GPU's f32 epilogue lands across a rounding boundary (max_abs 1); f8e4m3 results are
+    compared dequantized (one e4m3 step is 1/8 to 1/16 of a value: tolerance 5e-3). k a multiple of 16, n of 16, `to`
+    f16 are what the sm_90 CUTLASS products take; the others run the tiled kernel."""
+    cases = []
+
+    def case(name, q, m, k, n, to, activation="none", residual=False):
+        dtype = FLOATS[to]
+        inputs = {"x": rand(*m, k, dtype=dtype, low=-3, high=3)}
+        weights = {"wf": rand(n, k, low=-1, high=1), "b": rand(n, dtype=dtype, low=-2, high=2)}
+        if q == "i8":
+            weights["sw"] = scales(n, low=1 / 127, high=1.2 / 127)
+            weights["s"] = scales(n, low=1e-4, high=2e-4)
+        else:
+            weights["sw"] = scales(n, low=1 / 448, high=1.2 / 448)
+            weights["s"] = scales(n, low=5e-6, high=1e-5)
+        layers = [layer("quantize", ["x", "sx"], "xq", to=q), layer("quantize", ["wf", "sw"], "w", to=q, axis=0)]
+        names = ["xq", "w", "s", "b", "r" if residual else None, "so"]
+        if residual:
+            inputs["r"] = rand(*m, n, dtype=dtype)
+        out = "y" if q == "i8" else "yq"
+        layers.append(layer("quantized_linear", names, out, to=to, activation=activation, quantize_to=q))
+        if q != "i8":
+            layers.append(layer("dequantize", ["yq", "so"], "y", to="f32"))
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+
+        def ref(t):
+            xq, wq = quant(t["x"], t["sx"]), quant(t["wf"], t["sw"], 0)
+            yq = quant(quantized_product(xq, wq, t["s"], t["b"], t.get("r"), activation), t["so"])
+            return {"y": yq if q == "i8" else dequantize(yq, t["so"], torch.float32)}
+
+        so = 1 / 16 if q == "i8" else 1 / 64  # powers of two: the same in f32 and float64
+        cases.append(Case(name, layers, inputs, ref, weights=weights, outputs=["y"],
+                          inline={"sx": ([1 / 16 if q == "i8" else 1 / 128], "f32", []), "so": ([so], "f32", [])},
+                          max_abs=1 if q == "i8" else None, tolerance=None if q == "i8" else 5e-3))
+
+    case("quantized_linear_i8_to_i8_f16", "i8", (40,), 64, 32, "f16")
+    case("quantized_linear_i8_to_i8_gelu_erf_residual_f16", "i8", (3, 50), 128, 48, "f16", "gelu_erf", residual=True)
+    case("quantized_linear_i8_to_i8_relu_f32", "i8", (9,), 40, 24, "f32", "relu")  # the tiled kernel
+    case("quantized_linear_f8e4m3_to_f8e4m3_gelu_erf_f16", "f8e4m3", (2, 70), 192, 64, "f16", "gelu_erf")
+    case("quantized_linear_f8e4m3_to_f8e4m3_bf16", "f8e4m3", (12,), 32, 16, "bf16")  # the tiled kernel
+    return cases
+
+
 def qdq_linear_cases():
     """The explicit-quantization pattern (what tensoracle calibrate writes): quantize -> dequantize on the activation
     and a dequantize of a quantized weight, both feeding a linear. The builder lowers it to quantized_linear; the
@@ -271,5 +322,84 @@ def qdq_linear_cases():
     return cases
 
 
+def qdq_mlp_cases():
+    """Two quantized linears in a row with an erf GELU between (a transformer's MLP, as tensoracle calibrate writes it):
+    on CUDA fc1's result stays quantized for fc2 (fuse_quantized_outputs). The reference quantizes fc1's float64
+    result; an engine that rounds it to f16 first (the CPU target's unfused steps) may put a few values one step
+    away, so the tolerance is 1e-2."""
+    cases = []
+    for q in ("i8", "f8e4m3"):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        k, hidden, n = 64, 128, 32
+        weights = {"w1": rand(hidden, k, low=-1, high=1), "w2": rand(n, hidden, low=-1, high=1),
+                   "b1": rand(hidden, dtype=torch.float16), "b2": rand(n, dtype=torch.float16)}
+        top = 127 if q == "i8" else 448
+        weights["sw1"] = scales(hidden, low=1 / top, high=1.2 / top)
+        weights["sw2"] = scales(n, low=1 / top, high=1.2 / top)
+        sx, sh = (f32(1 / 127), f32(8 / 127)) if q == "i8" else (f32(1 / 448), f32(8 / 448))
+        layers = [
+            layer("quantize", ["w1", "sw1"], "w1q", to=q, axis=0),
+            layer("quantize", ["w2", "sw2"], "w2q", to=q, axis=0),
+            layer("quantize", ["x", "sx"], "xq", to=q),
+            layer("dequantize", ["xq", "sx"], "xd", to="f16"),
+            layer("dequantize", ["w1q", "sw1"], "w1d", to="f16", axis=0),
+            layer("linear", ["xd", "w1d", "b1"], "h"),
+            layer("gelu", ["h"], "g"),
+            layer("quantize", ["g", "sh"], "gq", to=q),
+            layer("dequantize", ["gq", "sh"], "gd", to="f16"),
+            layer("dequantize", ["w2q", "sw2"], "w2d", to="f16", axis=0),
+            layer("linear", ["gd", "w2d", "b2"], "y"),
+        ]
+
+        def ref(t, quant=quant):
+            w1q, w2q = quant(t["w1"], t["sw1"], 0), quant(t["w2"], t["sw2"], 0)
+            g = quantized_product(quant(t["x"], t["sx"]), w1q, t["sx"] * t["sw1"], t["b1"], None, "gelu_erf")
+            return {"y": quantized_product(quant(g, t["sh"]), w2q, t["sh"] * t["sw2"], t["b2"])}
+
+        x = rand(4, 9, k, dtype=torch.float16, low=-1, high=1)
+        cases.append(Case(f"qdq_mlp_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+                          inline={"sx": ([sx], "f32", []), "sh": ([sh], "f32", [])}, tolerance=1e-2))
+    return cases
+
+
+def qdq_layer_norm_cases():
+    """A layer norm whose result a quantized linear reads and a residual add reads too (BERT's block boundary): on CUDA
+    the layer norm writes its result quantized as a second output (fuse_quantized_outputs). The reference quantizes
+    the float64 layer norm; an engine that rounds it to f16 first may put a few values one step away (tolerance
+    1e-2)."""
+    cases = []
+    # k 64: the layer norm's 16-byte vector path; 60: one element at a time.
+    for q, k in (("i8", 64), ("f8e4m3", 64), ("i8", 60)):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        top = 127 if q == "i8" else 448
+        weights = {"g": rand(k, dtype=torch.float16, low=0.5, high=1.5), "beta": rand(k, dtype=torch.float16),
+                   "w": rand(k, k, low=-1, high=1), "b": rand(k, dtype=torch.float16),
+                   "sw": scales(k, low=1 / top, high=1.2 / top)}
+        sx = f32(4 / top)
+        layers = [
+            layer("layer_norm", ["x", "g", "beta"], "n"),
+            layer("quantize", ["w", "sw"], "wq", to=q, axis=0),
+            layer("quantize", ["n", "sx"], "nq", to=q),
+            layer("dequantize", ["nq", "sx"], "nd", to="f16"),
+            layer("dequantize", ["wq", "sw"], "wd", to="f16", axis=0),
+            layer("linear", ["nd", "wd", "b"], "h"),
+            layer("add", ["h", "n"], "y"),
+        ]
+
+        def ref(t, quant=quant):
+            x = t["x"]
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            n = (x - mean) / torch.sqrt(var + 1e-5) * t["g"] + t["beta"]
+            h = quantized_product(quant(n, t["sx"]), quant(t["w"], t["sw"], 0), t["sx"] * t["sw"], t["b"])
+            return {"y": h + n.to(torch.float16).to(torch.float64)}
+
+        x = rand(3, 11, k, dtype=torch.float16, low=-2, high=2)
+        cases.append(Case(f"qdq_layer_norm_{q}_{k}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+                          inline={"sx": ([sx], "f32", [])}, tolerance=1e-2))
+    return cases
+
+
 def cases():
-    return quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + qdq_linear_cases()
+    return (quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + quantized_output_cases() +
+            qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases())

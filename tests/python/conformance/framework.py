@@ -55,6 +55,7 @@ class Case:
     outputs: list[str] | None = None  # default: every output of the last layer
     dynamic: dict[str, list[int]] = field(default_factory=dict)  # declared dims with -1, per input
     tolerance: float | None = None  # relative L2 (--rel-l2); replaces the per-dtype default
+    max_abs: float | None = None  # --max-abs: e.g. 1 lets an integer output be one step off
     inline: dict[str, tuple[list[float], str, list[int]]] = field(default_factory=dict)  # small constants
 
 
@@ -129,7 +130,7 @@ def describe_failure(entry: dict) -> str:
 
 
 def compare_outputs(outputs: Path, want: dict[str, torch.Tensor], directory: Path, cli: str,
-                    tolerance: float | None) -> list[str]:
+                    tolerance: float | None, max_abs: float | None = None) -> list[str]:
     """Writes the references next to the outputs and runs `tensoracle compare`. Returns the problems."""
     got_dtypes = {n: SAFETENSORS_DTYPES.get(d) for n, d in safetensors_dtypes(outputs).items()}
     # clone(): save_file refuses tensors that share memory (an op whose reference returns one tensor twice).
@@ -139,6 +140,8 @@ def compare_outputs(outputs: Path, want: dict[str, torch.Tensor], directory: Pat
     cmd = [cli, "compare", str(outputs), str(reference_path)]
     if tolerance is not None:
         cmd += ["--rel-l2", repr(float(tolerance))]
+    if max_abs is not None:
+        cmd += ["--max-abs", repr(float(max_abs))]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode not in (0, 1) or not proc.stdout:
         return [f"tensoracle compare failed ({proc.returncode}): {proc.stderr.strip()}"]
@@ -168,7 +171,7 @@ def run_case(case: Case, directory: Path, cli: str) -> list[str]:
     for n, (vals, dtype, shape) in case.inline.items():
         values[n] = torch.tensor(vals, dtype=torch.float64).reshape(shape)
     want = case.reference(values)
-    return compare_outputs(directory / "outputs.safetensors", want, directory, cli, case.tolerance)
+    return compare_outputs(directory / "outputs.safetensors", want, directory, cli, case.tolerance, case.max_abs)
 
 
 def cli_path() -> str:

@@ -93,6 +93,8 @@ def run_case_on_target(case: Case, directory: Path, cli: str, target_name: str) 
             tolerance = max(tolerance or 0.0, TARGET_TOLERANCE[d])
     if tolerance is not None:
         cmd += ["--rel-l2", repr(float(tolerance))]
+    if case.max_abs is not None:
+        cmd += ["--max-abs", repr(float(case.max_abs))]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode not in (0, 1) or not proc.stdout:
         return [f"tensoracle compare failed ({proc.returncode}): {proc.stderr.strip()}"]

@@ -1,12 +1,14 @@
 // The quantized kernels run directly through their registry entries: every quantized_linear entry (the tiled kernel
-// and CUTLASS's sm_90 i8 and e4m3 products) against a double-precision reference of the same quantized operands,
-// with fixed and caller-bound (also misaligned) buffers; the vector quantize kernels bit for bit against the element
-// kernels, exact ties and specials included.
+// and CUTLASS's sm_90 i8 and e4m3 products, f16 results and results quantized again) against a double-precision
+// reference of the same quantized operands, with fixed and caller-bound (also misaligned) buffers; the vector quantize
+// kernels bit for bit against the element kernels, exact ties and specials included.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
@@ -94,9 +96,32 @@ DeviceTensor tensor(DataType dtype, Dims shape, void* data, bool caller) {
 
 enum class Binding { kFixed, kCaller, kCallerMisaligned };
 
-// gelu_erf(scale[n] · Σ x·w + b[n] + r) over m x n x k quantized operands, f16 result; returns rel-L2 against double.
+// The quantized grid's value nearest v (i8: half to even, saturating; e4m3: saturating at ±448), as its byte.
+std::uint8_t quantize_host(DataType type, double v) {
+  if (type == DataType::kI8) {
+    const double r = std::nearbyint(std::fmax(-128.0, std::fmin(127.0, v)));
+    return static_cast<std::uint8_t>(static_cast<std::int8_t>(r));
+  }
+  return f32_to_f8e4m3_bits(static_cast<float>(std::fmax(-448.0, std::fmin(448.0, v))));
+}
+
+// How many grid steps apart two quantized bytes are (i8: their difference; e4m3 codes of one sign are ordered by
+// magnitude, so the difference of their 7-bit magnitudes, or their sum across zero). e4m3 values less than 2^-3 apart
+// (in units of the output scale, about 1e-3 of the typical result here) count as one step at most: near zero e4m3's
+// steps are finer than the sum's own accuracy (Hopper's tensor cores add FP8 products with fewer bits than f32 within
+// a K tile, before CUTLASS promotes the partial sum to f32).
+int steps_apart(DataType type, std::uint8_t a, std::uint8_t b) {
+  if (type == DataType::kI8) return std::abs(static_cast<std::int8_t>(a) - static_cast<std::int8_t>(b));
+  const int ma = a & 0x7F, mb = b & 0x7F;
+  const int steps = (a & 0x80) == (b & 0x80) ? std::abs(ma - mb) : ma + mb;
+  return std::fabs(f8e4m3_bits_to_f32(a) - f8e4m3_bits_to_f32(b)) <= 0x1p-3F ? std::min(steps, 1) : steps;
+}
+
+// gelu_erf(scale[n] · Σ x·w + b[n] + r) over m x n x k quantized operands. An f16 result: returns rel-L2 against
+// double. A result quantized again (`quantized_output`, by output scale 4/127 or 4/448): expects every element within
+// one step of the double value's quantization and returns the fraction not equal to it.
 double quantized_linear_error(const std::string& kernel, DataType type, std::int64_t m, std::int64_t n, std::int64_t k,
-                              Binding binding) {
+                              Binding binding, bool quantized_output = false) {
   std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + k));
   std::uniform_int_distribution<int> i8(-127, 127);
   std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
@@ -127,26 +152,41 @@ double quantized_linear_error(const std::string& kernel, DataType type, std::int
   Tensor ts = net.add_constant_copy(DataType::kF32, {n}, scale.data(), "s");
   Tensor tb = net.add_constant_copy(DataType::kF16, {n}, bias.data(), "b");
   Tensor tr = net.add_input("r", DataType::kF16, {m, n});
-  net.mark_output(net.add_layer("quantized_linear", {tx, tw, ts, tb, tr},
-                                {{"to", std::string("f16")}, {"activation", std::string("gelu_erf")}}, "fc")[0],
-                  "y");
+  const std::vector<float> output_scale = {type == DataType::kI8 ? 4.F / 127 : 4.F / 448};
+  std::vector<Tensor> inputs = {tx, tw, ts, tb, tr};
+  Attributes attrs = {{"to", std::string("f16")}, {"activation", std::string("gelu_erf")}};
+  if (quantized_output) {
+    inputs.push_back(net.add_constant_copy(DataType::kF32, {}, output_scale.data(), "so"));
+    attrs["quantize_to"] = std::string(to_string(type));
+  }
+  net.mark_output(net.add_layer("quantized_linear", inputs, attrs, "fc")[0], "y");
 
-  DeviceBuffer dx(mk), dw(nk), ds(scale.size() * 4), db(bias.size() * 2), dr(mn * 2), dy(mn * 2);
+  const std::size_t out_bytes = quantized_output ? 1 : 2;
+  DeviceBuffer dx(mk), dw(nk), ds(scale.size() * 4), db(bias.size() * 2), dr(mn * 2), dso(4), dy(mn * out_bytes);
   upload(dx, x);
   upload(dw, w);
   upload(ds, scale);
   upload(db, bias);
   upload(dr, residual);
-  EXPECT_EQ(cudaMemset(dy.base, 0xFF, mn * 2 + 64), cudaSuccess);  // NaN: an unwritten element fails
+  upload(dso, output_scale);
+  // f16 NaN, e4m3 NaN, i8 -128 (below any GELU result here): an unwritten element fails.
+  const int unwritten = quantized_output && type == DataType::kI8 ? 0x80 : 0xFF;
+  EXPECT_EQ(cudaMemset(dy.base, unwritten, mn * out_bytes + 64), cudaSuccess);
   const bool caller = binding != Binding::kFixed;
-  void* y = dy.at(binding == Binding::kCallerMisaligned ? 2 : 0);
-  run_step(kernel, net,
-           {tensor(type, {m, k}, dx.base, caller), tensor(type, {n, k}, dw.base, false),
-            tensor(DataType::kF32, {n}, ds.base, false), tensor(DataType::kF16, {n}, db.base, false),
-            tensor(DataType::kF16, {m, n}, dr.base, caller)},
-           {tensor(DataType::kF16, {m, n}, y, caller)}, {dx.base, dw.base, ds.base, db.base, dr.base}, y);
+  void* y = dy.at(binding == Binding::kCallerMisaligned ? out_bytes : 0);
+  std::vector<DeviceTensor> device_inputs = {
+      tensor(type, {m, k}, dx.base, caller), tensor(type, {n, k}, dw.base, false),
+      tensor(DataType::kF32, {n}, ds.base, false), tensor(DataType::kF16, {n}, db.base, false),
+      tensor(DataType::kF16, {m, n}, dr.base, caller)};
+  if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base, false));
+  run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, {m, n}, y, caller)},
+           {dx.base, dw.base, ds.base, db.base, dr.base, dso.base}, y);
   std::vector<std::uint16_t> got(mn);
-  EXPECT_EQ(cudaMemcpy(got.data(), y, mn * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<std::uint8_t> got_quantized(mn);
+  EXPECT_EQ(cudaMemcpy(quantized_output ? static_cast<void*>(got_quantized.data()) : static_cast<void*>(got.data()), y,
+                       mn * out_bytes, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::int64_t different = 0;
   double num = 0, den = 0;
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
@@ -158,39 +198,72 @@ double quantized_linear_error(const std::string& kernel, DataType type, std::int
       double v = sum * scale[static_cast<std::size_t>(j)] + f16_bits_to_f32(bias[static_cast<std::size_t>(j)]) +
                  f16_bits_to_f32(residual[o]);
       v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440));
+      if (quantized_output) {
+        const std::uint8_t want = quantize_host(type, v / output_scale[0]);
+        const int apart = steps_apart(type, got_quantized[o], want);
+        EXPECT_LE(apart, 1) << "at " << i << ", " << j << ": got byte " << int{got_quantized[o]} << ", want "
+                            << int{want};
+        if (apart > 1) return std::numeric_limits<double>::infinity();
+        different += apart;
+        continue;
+      }
       const double g = f16_bits_to_f32(got[o]);
       if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
       num += (g - v) * (g - v);
       den += v * v;
     }
   }
-  return std::sqrt(num / den);
+  return quantized_output ? static_cast<double>(different) / static_cast<double>(mn) : std::sqrt(num / den);
 }
 
-TEST(CudaQuantizedLinear, EveryEntryComputesTheQuantizedProduct) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
-  struct Entry {
-    const char* name;
-    DataType type;
-    bool sm90;
-  };
-  const std::vector<Entry> entries = {
-      {"quantized_linear_any_tiled", DataType::kI8, false},
-      {"quantized_linear_any_tiled", DataType::kF8E4M3, false},
-      {"quantized_linear_i8_f16_cutlass_sm90_coop128x256", DataType::kI8, true},
-      {"quantized_linear_i8_f16_cutlass_sm90_pingpong128x128", DataType::kI8, true},
-      {"quantized_linear_f8e4m3_f16_cutlass_sm90_coop128x256", DataType::kF8E4M3, true},
-      {"quantized_linear_f8e4m3_f16_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
-  };
+struct Entry {
+  const char* name;
+  DataType type;
+  bool sm90;
+};
+
+// Every entry (the sm_90 ones on an sm_90 GPU of a build that has them) with fixed, caller and misaligned caller
+// buffers, partial tiles in m and n and several K tiles: quantized_linear_error below `limit(type)`.
+template <typename Limit>
+void check_entries(const std::vector<Entry>& entries, std::int64_t n, bool quantized_output, Limit limit) {
   for (const auto& e : entries) {
     if (e.sm90 && (!gpu(true) || find_kernel_entry(e.name) == nullptr)) continue;
     for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
       SCOPED_TRACE(std::string(e.name) + " " + std::string(to_string(e.type)) + " binding " +
                    std::to_string(static_cast<int>(binding)));
-      // Partial tiles in m and n, several K tiles.
-      EXPECT_LT(quantized_linear_error(e.name, e.type, 200, 136, 512, binding), 2e-3);
+      EXPECT_LT(quantized_linear_error(e.name, e.type, 200, n, 512, binding, quantized_output), limit(e.type));
     }
   }
+}
+
+TEST(CudaQuantizedLinear, EveryEntryComputesTheQuantizedProduct) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  check_entries(
+      {
+          {"quantized_linear_any_tiled", DataType::kI8, false},
+          {"quantized_linear_any_tiled", DataType::kF8E4M3, false},
+          {"quantized_linear_i8_f16_cutlass_sm90_coop128x256", DataType::kI8, true},
+          {"quantized_linear_i8_f16_cutlass_sm90_pingpong128x128", DataType::kI8, true},
+          {"quantized_linear_f8e4m3_f16_cutlass_sm90_coop128x256", DataType::kF8E4M3, true},
+          {"quantized_linear_f8e4m3_f16_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
+      },
+      136, false, [](DataType) { return 2e-3; });
+}
+
+TEST(CudaQuantizedLinear, EveryEntryQuantizesItsResultAgain) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  // Within one step everywhere (checked inside). i8 (an exact i32 sum): one step off only where the f32 epilogue value
+  // lies within its rounding of a boundary, a few in ten thousand at most. e4m3: also where the sum's accuracy is
+  // coarser than the grid near zero (steps_apart), a few percent.
+  check_entries(
+      {
+          {"quantized_linear_any_tiled", DataType::kI8, false},
+          {"quantized_linear_any_tiled", DataType::kF8E4M3, false},
+          {"quantized_linear_i8_i8_cutlass_sm90_coop128x256", DataType::kI8, true},
+          {"quantized_linear_i8_i8_cutlass_sm90_pingpong128x128", DataType::kI8, true},
+          {"quantized_linear_f8e4m3_f8e4m3_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
+      },
+      144, true, [](DataType type) { return type == DataType::kI8 ? 1e-3 : 5e-2; });
 }
 
 // ---- quantize: the vector kernel against the element kernel ----

@@ -204,9 +204,36 @@ TEST(NormalizationOps, LayerNormRejectsTooManyInputs) {
   Network net;
   Tensor x = net.add_input("x", DataType::kF32, Dims{2, 8});
   EXPECT_THAT(graph_error([&] {
-                net.add_layer("layer_norm", {x, x, x, x}, norm_attrs(), "ln");
+                net.add_layer("layer_norm", {x, x, x, x, x}, norm_attrs(), "ln");
               }),
-              AllOf(HasSubstr("layer 'ln' (layer_norm)"), HasSubstr("takes 1 to 3 inputs, 4 given")));
+              AllOf(HasSubstr("layer 'ln' (layer_norm)"), HasSubstr("takes 1 to 4 inputs, 5 given")));
+}
+
+TEST(NormalizationOps, LayerNormQuantizedOutputNeedsItsAttributeAndAScalarF32Scale) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, Dims{2, 8});
+  Tensor scale = net.add_small_constant({0.05}, DataType::kF32, Dims{}, "s");
+  Attributes quantized = norm_attrs();
+  quantized["quantize_to"] = std::string("i8");
+  const std::vector<Tensor> outs = net.add_layer("layer_norm", {x, Tensor{}, Tensor{}, scale}, quantized, "ln");
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(net.dtype(outs[0]), DataType::kF32);
+  EXPECT_EQ(net.dtype(outs[1]), DataType::kI8);
+  EXPECT_THAT(graph_error([&] {
+                net.add_layer("layer_norm", {x, Tensor{}, Tensor{}, scale}, norm_attrs(), "a");
+              }),
+              HasSubstr("output_scale (input 3) is given but attribute 'quantize_to' is not"));
+  EXPECT_THAT(graph_error([&] { net.add_layer("layer_norm", {x}, quantized, "b"); }), HasSubstr("output_scale"));
+  Tensor vector_scale = net.add_small_constant({0.05, 0.1}, DataType::kF32, Dims{2}, "sv");
+  EXPECT_THAT(graph_error([&] {
+                net.add_layer("layer_norm", {x, Tensor{}, Tensor{}, vector_scale}, quantized, "c");
+              }),
+              HasSubstr("must be a scalar"));
+  quantized["quantize_to"] = std::string("f16");
+  EXPECT_THAT(graph_error([&] {
+                net.add_layer("layer_norm", {x, Tensor{}, Tensor{}, scale}, quantized, "d");
+              }),
+              HasSubstr("'quantize_to' must be i8 or f8e4m3, not f16"));
 }
 
 // ---- rms_norm ----

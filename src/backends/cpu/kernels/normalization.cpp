@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "backends/cpu/kernels/quantized_rounding.hpp"
 
 namespace tensoracle::cpu {
 namespace {
@@ -110,6 +111,10 @@ void last_dims_norm(KernelContext& ctx, bool rms) {
     }
   }
   from_f64(out, y);
+  if (!rms && ctx.has_input(3)) {  // `quantize_to`: the normalized values quantized, in double, as a second output
+    quantize_in_place(y, to_f64(ctx.input(3))[0], ctx.output(1).dtype);
+    from_f64(ctx.output(1), y);
+  }
 }
 
 void layer_norm(KernelContext& ctx) { last_dims_norm(ctx, false); }

@@ -9,36 +9,10 @@
 #include "backends/cpu/kernels/blas.hpp"
 #include "backends/cpu/kernels/epilogue.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "backends/cpu/kernels/quantized_rounding.hpp"
 
 namespace tensoracle::cpu {
 namespace {
-
-// Half to even without depending on the floating-point environment's rounding mode.
-double round_half_even(double v) {
-  if (std::fabs(v - std::trunc(v)) == 0.5) return 2.0 * std::round(v / 2.0);
-  return std::round(v);
-}
-
-// i8: NaN has no integer to go to, so it becomes 0 (as a float -> int cast does).
-double round_to_i8(double v) {
-  if (std::isnan(v)) return 0.0;
-  return std::clamp(round_half_even(v), -128.0, 127.0);
-}
-
-// e4m3fn: 3 mantissa bits; the smallest normal binade is 2^-6 and subnormals continue its step of
-// 2^-9. Quantization saturates: anything beyond ±448 (infinities too) becomes ±448, unlike a cast,
-// which would give NaN. NaN stays NaN. Rounding the double directly avoids rounding twice through f32.
-double round_to_e4m3_saturating(double v) {
-  const double magnitude = std::fabs(v);
-  if (std::isnan(v) || magnitude == 0.0) return v;
-  if (magnitude >= 448.0) return std::copysign(448.0, v);
-  int exponent = 0;
-  std::frexp(magnitude, &exponent);  // magnitude = m * 2^exponent with m in [0.5, 1)
-  const double step = std::ldexp(1.0, std::max(exponent - 1, -6) - 3);
-  // magnitude / step is exact (a power-of-two scaling); rounding up may carry into the next binade,
-  // which e4m3 represents exactly, and never past 448.
-  return std::copysign(round_half_even(magnitude / step) * step, v);
-}
 
 // Which scale applies to element i of x: scale[0] per tensor, or its index along `axis` per channel.
 struct ChannelOf {
@@ -91,9 +65,10 @@ void dequantize_kernel(KernelContext& ctx) {
   from_f64(ctx.output(0), result);
 }
 
-// activation(scale[n] * Σ_k x[m, k] · weight[n, k] + bias[n] + residual[m, n]), rounded once to the output dtype.
-// The quantized values are exact in double and so are their products; the sum (dgemm) is exact for i8 and within a
-// double's rounding for f8e4m3, far below any output dtype's.
+// activation(scale[n] * Σ_k x[m, k] · weight[n, k] + bias[n] + residual[m, n]), rounded once to the output dtype, or,
+// with `quantize_to`, divided by output_scale and rounded once onto the quantized grid as quantize does (the value is
+// not rounded to `to` first). The quantized values are exact in double and so are their products; the sum (dgemm) is
+// exact for i8 and within a double's rounding for f8e4m3, far below any output dtype's.
 void quantized_linear_kernel(KernelContext& ctx) {
   const TensorRef& x = ctx.input(0);
   const TensorRef& weight = ctx.input(1);
@@ -105,6 +80,7 @@ void quantized_linear_kernel(KernelContext& ctx) {
   blas::gemm(ctx, false, true, rows, features, in, vx.data(), vw.data(), y.data());
   for (std::size_t i = 0; i < y.size(); ++i) y[i] *= scale[i % scale.size()];
   apply_epilogue(ctx, y, 3, 4);
+  if (ctx.has_input(5)) quantize_in_place(y, to_f64(ctx.input(5))[0], out.dtype);
   from_f64(out, y);
 }
 

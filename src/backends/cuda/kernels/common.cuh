@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -435,6 +436,22 @@ template <>
 struct Word<16> {
   using type = uint4;
 };
+
+// A layer's result quantized in its own epilogue (quantized_linear's and layer_norm's `quantize_to`): v times the f32
+// reciprocal of the scale (__frcp_rn(scale), computed once by the caller), rounded onto the grid as the hardware
+// conversions do: i8 half to even, saturating, NaN to 0; F8E4M3 to nearest even, saturating at ±448, NaN stays NaN. The
+// CUTLASS products do the same (MultiplyByReciprocal, cutlass_gemm_sm90.cuh).
+template <typename Q>
+__device__ __forceinline__ Q quantize_result(float v, float reciprocal_scale);
+template <>
+__device__ __forceinline__ std::int8_t quantize_result<std::int8_t>(float v, float reciprocal_scale) {
+  const int r = __float2int_rn(v * reciprocal_scale);  // NaN -> 0; beyond int32 saturates
+  return static_cast<std::int8_t>(r < -128 ? -128 : (r > 127 ? 127 : r));
+}
+template <>
+__device__ __forceinline__ F8E4M3 quantize_result<F8E4M3>(float v, float reciprocal_scale) {
+  return F8E4M3{static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v * reciprocal_scale, __NV_SATFINITE, __NV_E4M3))};
+}
 
 // Calls f(T{}) with CUDA's own storage type of a float dtype (float, __half, __nv_bfloat16, double); false for other
 // dtypes. For kernels that convert through cuda_fp16.h / cuda_bf16.h rather than this file's F16 / BF16.

@@ -52,27 +52,62 @@ struct ConfigTraits<GemmConfig::kPingpong128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
              cutlass::epilogue::TmaWarpSpecialized> {};
 
+// value · (1 / scale) for a fragment of values and the fragment of one broadcast scale: one reciprocal (rounded to
+// nearest) per fragment, one multiplication per value, where a division per value costs several instructions.
+template <class T>
+struct MultiplyByReciprocal;
+template <int N>
+struct MultiplyByReciprocal<cutlass::Array<float, N>> {
+  CUTLASS_DEVICE cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& value,
+                                                     const cutlass::Array<float, N>& scale) const {
+    const float reciprocal = __frcp_rn(scale[0]);
+    cutlass::Array<float, N> out;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = value[i] * reciprocal;
+    return out;
+  }
+};
+
+// The quantized result's epilogue as a visitor tree: activation(alpha[n] · acc + bias[n] + beta[n] · C) in f32 (as
+// PerColLinCombPerColBiasEltAct), multiplied by the reciprocal of one output scale read from device memory, converted
+// to ElementD (i8: half to even, saturating; e4m3: to nearest, saturating).
+template <template <class> class ActivationFn, class ElementD, class ElementEpi, class Tile>
+using QuantizedOutputCallbacks = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<MultiplyByReciprocal, ElementD, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<ActivationFn, float, float, cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90PerColLinCombPerColBias<0, Tile, void, float, float, ElementEpi, ElementEpi,
+                                                               float>>,
+    cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>>;
+
 // A and B are K-major (A row-major [m, k]; B, the weight [n, k], column-major [k, n]); C and D row-major. The epilogue
 // is activation(beta · C + (alpha · acc + bias[n])) in f32 (beta 1 with a residual C, else 0; alpha 1, or scale[n]
-// when kScaled), D rounded once. i8 operands accumulate in i32 (exact), the others in f32.
+// when kScaled), D rounded once to ElementOut; or, with an ElementD other than ElementOut (the quantized products'
+// quantized result), that value divided by the output scale and converted to ElementD, bias and C staying ElementOut.
+// i8 operands accumulate in i32 (exact), the others in f32.
 template <typename ElementIn, typename ElementOut, template <class> class ActivationFn, bool kScaled,
-          GemmConfig kConfig>
+          GemmConfig kConfig, typename ElementD = ElementOut>
 class CutlassFusedGemm final : public FusedGemm {
   static constexpr int kInBits = cutlass::sizeof_bits<ElementIn>::value;
+  static constexpr bool kQuantizedOut = !std::is_same_v<ElementD, ElementOut>;
+  static_assert(!kQuantizedOut || kScaled, "a quantized result comes from a quantized (scaled) product");
   using Traits = ConfigTraits<kConfig, kInBits>;
   using Accumulator = std::conditional_t<std::is_same_v<ElementIn, std::int8_t>, std::int32_t, float>;
   static constexpr int kInAlignment = 128 / kInBits;  // elements in 16 bytes
-  static constexpr int kOutAlignment = 128 / cutlass::sizeof_bits<ElementOut>::value;
-  using FusionOp =
+  static constexpr int kCAlignment = 128 / cutlass::sizeof_bits<ElementOut>::value;
+  static constexpr int kDAlignment = 128 / cutlass::sizeof_bits<ElementD>::value;
+  using FusionOp = std::conditional_t<
+      kQuantizedOut, QuantizedOutputCallbacks<ActivationFn, ElementD, ElementOut, typename Traits::Tile>,
       std::conditional_t<kScaled,
                          cutlass::epilogue::fusion::PerColLinCombPerColBiasEltAct<ActivationFn, ElementOut, float,
                                                                                   ElementOut, ElementOut, float>,
                          cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationFn, ElementOut, float, ElementOut,
-                                                                            ElementOut, float>>;
+                                                                            ElementOut, float>>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Traits::Tile, typename Traits::Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementOut, cutlass::layout::RowMajor,
-      kOutAlignment, ElementOut, cutlass::layout::RowMajor, kOutAlignment, typename Traits::EpilogueSchedule,
+      kCAlignment, ElementD, cutlass::layout::RowMajor, kDAlignment, typename Traits::EpilogueSchedule,
       FusionOp>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor, kInAlignment,
@@ -104,7 +139,8 @@ class CutlassFusedGemm final : public FusedGemm {
   bool can_implement(const GemmProblem& p) const override {
     constexpr auto kMax = std::numeric_limits<int>::max();
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > kMax || p.n > kMax || p.k > kMax) return false;
-    if (p.k % kInAlignment != 0 || p.n % kOutAlignment != 0 || (kScaled && p.scale == nullptr)) return false;
+    if (p.k % kInAlignment != 0 || p.n % kCAlignment != 0 || p.n % kDAlignment != 0) return false;
+    if ((kScaled && p.scale == nullptr) || (kQuantizedOut && p.output_scale == nullptr)) return false;
     return Adapter::can_implement(arguments(p)) == cutlass::Status::kSuccess;
   }
 
@@ -142,13 +178,25 @@ class CutlassFusedGemm final : public FusedGemm {
          // Without a residual C is not read (beta 0); D stands in for its address.
          static_cast<const ElementOut*>(p.c != nullptr ? p.c : p.d),
          make_cute_packed_stride(typename Kernel::StrideC{}, {m, n, 1}),
-         static_cast<ElementOut*>(p.d),
+         static_cast<ElementD*>(p.d),
          make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1})},
         hardware_};
-    args.epilogue.thread.alpha = 1.0F;
-    if constexpr (kScaled) args.epilogue.thread.alpha_ptr = p.scale;  // a vector along n (the default stride)
-    args.epilogue.thread.beta = p.c != nullptr ? 1.0F : 0.0F;
-    args.epilogue.thread.bias_ptr = static_cast<const ElementOut*>(p.bias);
+    if constexpr (kQuantizedOut) {
+      // The tree's arguments, each node's children first (op_0, op_1, ...) and the node's own last:
+      // activation(beta[n] · C + (alpha[n] · acc + bias[n])) · (1 / output scale).
+      using RowStride = cute::Stride<cute::_0, bool, std::int64_t>;
+      auto& divide = args.epilogue.thread;
+      auto& lincomb = divide.op_0.op_0;
+      lincomb.op_0 = {nullptr, p.c != nullptr ? 1.0F : 0.0F, RowStride{cute::_0{}, false, 0}};  // beta, a scalar
+      lincomb.op_2.op_0 = {p.scale, 0.0F, RowStride{cute::_0{}, true, 0}};  // alpha, a vector along n
+      lincomb.op_2.op_2.ptr_row = static_cast<const ElementOut*>(p.bias);
+      divide.op_1.scalar_ptrs[0] = p.output_scale;
+    } else {
+      args.epilogue.thread.alpha = 1.0F;
+      if constexpr (kScaled) args.epilogue.thread.alpha_ptr = p.scale;  // a vector along n (the default stride)
+      args.epilogue.thread.beta = p.c != nullptr ? 1.0F : 0.0F;
+      args.epilogue.thread.bias_ptr = static_cast<const ElementOut*>(p.bias);
+    }
     return args;
   }
 
@@ -178,32 +226,35 @@ std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, 
 // (i32 accumulators) takes 128x256 cooperative and 128x128 ping-pong tiles; f8e4m3 keeps a second f32 accumulator that
 // the products are promoted into every K tile (CUTLASS's exact FP8 mainloop, not its fast accumulation), which fits a
 // thread's registers with 64 rows per warpgroup: 128x128 and 128x256 cooperative tiles.
-template <typename ElementIn, template <class> class ActivationFn, GemmConfig... kBuilt>
+// ElementD: f16 (half_t), or ElementIn for a result quantized again.
+template <typename ElementIn, typename ElementD, template <class> class ActivationFn, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, int device, int sm_count) {
   std::unique_ptr<FusedGemm> gemm;
   ((config == kBuilt
-        ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kBuilt>>(device,
-                                                                                                             sm_count),
+        ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kBuilt, ElementD>>(
+               device, sm_count),
            0)
         : 0),
    ...);
   return gemm;
 }
 
-template <typename ElementIn, GemmConfig... kBuilt>
+template <typename ElementIn, typename ElementD, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activation activation, int device,
                                                      int sm_count) {
   if (activation == Activation::kGeluErf) {
-    return make_typed_quantized_gemm<ElementIn, cutlass::epilogue::thread::GELU, kBuilt...>(config, device, sm_count);
+    return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::GELU, kBuilt...>(config, device,
+                                                                                                      sm_count);
   }
-  return make_typed_quantized_gemm<ElementIn, cutlass::epilogue::thread::Identity, kBuilt...>(config, device, sm_count);
+  return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::Identity, kBuilt...>(config, device,
+                                                                                                        sm_count);
 }
 
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);   // ..._f16.cu
 std::unique_ptr<FusedGemm> make_bf16_fused_gemm(GemmConfig config, int device, int sm_count);  // ..._bf16.cu
-std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, int device,
-                                                      int sm_count);  // ..._fp8.cu
-std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device,
-                                                  int sm_count);  // ..._int8.cu
+std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, bool quantized_output,
+                                                      int device, int sm_count);  // ..._fp8.cu
+std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, bool quantized_output,
+                                                  int device, int sm_count);  // ..._int8.cu
 
 }  // namespace tensoracle::cuda::sm90

@@ -28,7 +28,8 @@ enum class GemmConfig {
 // One product, row-major: D[m, n] = act(scale[n] · (A[m, k] · B[n, k]ᵀ) + bias[n] + C[m, n]), accumulated in f32 (i32
 // for i8 operands) with the scale, bias, residual and activation applied to the f32 value and D rounded once. B is a
 // linear layer's weight [out, in]; bias and the residual C may be nullptr (none); scale (f32) is read only by the
-// quantized products, where it is required.
+// quantized products, where it is required. A quantized product with a quantized result multiplies that value by the
+// f32 reciprocal of *output_scale (f32, in device memory) and rounds it to the operands' type instead.
 struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
@@ -36,6 +37,7 @@ struct GemmProblem {
   const float* scale = nullptr;
   const void* bias = nullptr;
   const void* c = nullptr;
+  const float* output_scale = nullptr;
   void* d = nullptr;
 };
 
@@ -44,6 +46,7 @@ constexpr std::uintptr_t kAddressAlignment = 16;
 
 // Whether every address of the problem (absent ones aside) is kAddressAlignment-aligned.
 inline bool aligned_for_tma(const GemmProblem& p) {
+  // The output scale is read as a scalar, not through the copy engine.
   for (const void* address :
        {p.a, p.b, static_cast<const void*>(p.scale), p.bias, p.c, static_cast<const void*>(p.d)}) {
     if (address != nullptr && reinterpret_cast<std::uintptr_t>(address) % kAddressAlignment != 0) return false;
@@ -91,11 +94,12 @@ constexpr bool kFusedGemmBuilt = true;
 // The product of one configuration for f16 or bf16 operands on `device` (an sm_90 GPU with `sm_count`
 // multiprocessors); nullptr for another dtype.
 std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, int device, int sm_count);
-// The quantized product of one configuration: i8 or f8e4m3 operands, scale per column, f16 D; nullptr for another
-// dtype or a configuration not built for the operands (i8: kCooperative128x256 and kPingpong128x128; f8e4m3:
-// kCooperative128x256 and kCooperative128x128).
-std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation, int device,
-                                               int sm_count);
+// The quantized product of one configuration: i8 or f8e4m3 operands, scale per column, f16 D (bias and C f16 too), or
+// with `quantized_output` D quantized to the operands' type; nullptr for another dtype or a configuration not built for
+// the operands (f16 D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x256 and
+// kCooperative128x128; quantized D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x128).
+std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation,
+                                               bool quantized_output, int device, int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
 inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, int /*device*/,
@@ -103,7 +107,8 @@ inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataTyp
   return nullptr;
 }
 inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, DataType /*operands*/,
-                                                      Activation /*activation*/, int /*device*/, int /*sm_count*/) {
+                                                      Activation /*activation*/, bool /*quantized_output*/,
+                                                      int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 #endif

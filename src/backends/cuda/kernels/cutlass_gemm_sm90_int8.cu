@@ -4,9 +4,14 @@
 
 namespace tensoracle::cuda::sm90 {
 
-std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device, int sm_count) {
-  return make_typed_quantized_gemm<std::int8_t, GemmConfig::kCooperative128x256, GemmConfig::kPingpong128x128>(
-      config, activation, device, sm_count);
+std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, bool quantized_output,
+                                                  int device, int sm_count) {
+  if (quantized_output) {
+    return make_typed_quantized_gemm<std::int8_t, std::int8_t, GemmConfig::kCooperative128x256,
+                                     GemmConfig::kPingpong128x128>(config, activation, device, sm_count);
+  }
+  return make_typed_quantized_gemm<std::int8_t, cutlass::half_t, GemmConfig::kCooperative128x256,
+                                   GemmConfig::kPingpong128x128>(config, activation, device, sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

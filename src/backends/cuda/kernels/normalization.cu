@@ -344,17 +344,28 @@ __device__ __forceinline__ C row_sum(C v, C* scratch) {
   }
 }
 
+// The second result of a layer_norm with `quantize_to`: the normalized values quantized (Q: std::int8_t or F8E4M3) by
+// one scale, from the compute value rather than its rounding to T. Q = NoQuantized: none.
+struct NoQuantized {};
+template <typename Q>
+struct QuantizedOut {
+  const float* scale = nullptr;
+  Q* y = nullptr;
+};
+
 // A row held in registers: kGroup lanes of a warp per row (a block holds blockDim.x / kGroup rows), or the whole
 // block per row when kGroup is 0. Each thread keeps up to kPer vectors of kV elements (vector t, t + threads,
 // ...), so x is read once; the statistics are taken from the registers (two passes for layer_norm) and the row is
 // written with the same vectors. Requires len % kV == 0 and len <= kPer * kV * threads per row.
-template <typename T, int kV, int kPer, int kGroup, bool kRms>
+template <typename T, int kV, int kPer, int kGroup, bool kRms, typename Q = NoQuantized>
 __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThreads)
     norm_rows_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len, float eps_f,
-                     double eps_d) {
+                     double eps_d, QuantizedOut<Q> quantized) {
   using C = NormStat<T>;
+  constexpr bool kQuantized = !std::is_same_v<Q, NoQuantized>;
   __shared__ C scratch[32];
   const C eps = param_as<C>(eps_f, eps_d);
+  const float quantized_reciprocal = kQuantized ? __frcp_rn(*quantized.scale) : 1.0F;
   const C n = static_cast<C>(len);
   const int vectors = len / kV;
   const int threads = kGroup == 0 ? static_cast<int>(blockDim.x) : kGroup;
@@ -426,18 +437,26 @@ __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThre
           r[e] = kRms ? v[k][e] * scale : (v[k][e] - mean) * scale + b[e];
         }
         store_rounded<T, kV>(yr, vi, r);
+        if constexpr (kQuantized) {
+          Pack<Q, kV> q;
+#pragma unroll
+          for (int e = 0; e < kV; ++e) q.v[e] = quantize_result<Q>(static_cast<float>(r[e]), quantized_reciprocal);
+          store_pack<Q, kV>(quantized.y + (active ? row : 0) * len, vi, q);
+        }
       }
     }
   }
 }
 
-template <typename T, bool kRms>
+template <typename T, bool kRms, typename Q = NoQuantized>
 __global__ void norm_block_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, std::int64_t len,
-                                  float eps_f, double eps_d) {
+                                  float eps_f, double eps_d, QuantizedOut<Q> quantized) {
   using C = NormStat<T>;
+  constexpr bool kQuantized = !std::is_same_v<Q, NoQuantized>;
   __shared__ C scratch[32];
   const C eps = param_as<C>(eps_f, eps_d);
   const C n = static_cast<C>(len);
+  const float quantized_reciprocal = kQuantized ? __frcp_rn(*quantized.scale) : 1.0F;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * len;
     T* yr = y + row * len;
@@ -463,11 +482,10 @@ __global__ void norm_block_kernel(const T* x, const T* weight, const T* bias, T*
     }
     for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
       const C w = load_or(weight, j, C(1));
-      if (kRms) {
-        store(yr, j, load(xr, j) / denom * w);
-      } else {
-        store(yr, j, (load(xr, j) - mean) / denom * w + load_or(bias, j, C(0)));
-      }
+      const C r = kRms ? load(xr, j) / denom * w : (load(xr, j) - mean) / denom * w + load_or(bias, j, C(0));
+      store(yr, j, r);
+      if constexpr (kQuantized)
+        quantized.y[row * len + j] = quantize_result<Q>(static_cast<float>(r), quantized_reciprocal);
     }
   }
 }
@@ -513,9 +531,10 @@ struct LastDimsNormPlan {
   double eps = 0;
   float eps_f = 0;
   std::int64_t rows = 0, len = 0;
-  bool whole_vectors = false;  // len is a multiple of the 16-byte vector (the addresses are tested at launch)
-  RowsLaunch vector_rows;      // in 16-byte vectors
-  RowsLaunch scalar_rows;      // one element at a time
+  bool whole_vectors = false;           // len is a multiple of the 16-byte vector (the addresses are tested at launch)
+  RowsLaunch vector_rows;               // in 16-byte vectors
+  RowsLaunch scalar_rows;               // one element at a time
+  DataType quantized = DataType::kF32;  // layer_norm's `quantize_to` (i8 or f8e4m3), else f32: none
 };
 
 template <bool kRms>
@@ -536,6 +555,7 @@ LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
   plan.eps_f = host_double_to_float(eps);
   plan.rows = total / len;
   plan.len = len;
+  if (!kRms && launch.outputs.size() > 1) plan.quantized = launch.outputs[1].dtype;
   const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     plan.whole_vectors = len % kNormVector<T> == 0;
@@ -546,9 +566,9 @@ LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
   return plan;
 }
 
-template <typename T, int kV, bool kRms>
-void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, const LastDimsNormPlan& plan,
-                      const RowsLaunch& rows_launch, cudaStream_t stream) {
+template <typename T, int kV, bool kRms, typename Q>
+void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, QuantizedOut<Q> quantized,
+                      const LastDimsNormPlan& plan, const RowsLaunch& rows_launch, cudaStream_t stream) {
   constexpr int kPer = kRowRegisters<T> / kV;  // vectors per thread
   const std::int64_t rows = plan.rows;
   const auto len = static_cast<int>(plan.len);
@@ -556,46 +576,66 @@ void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, const La
   const int threads = rows_launch.threads;
   switch (rows_launch.path) {
     case RowsPath::kLanes8:
-      norm_rows_kernel<T, kV, kPer, 8, kRms>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps);
+      norm_rows_kernel<T, kV, kPer, 8, kRms, Q>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kWarp:
-      norm_rows_kernel<T, kV, kPer, 32, kRms>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps);
+      norm_rows_kernel<T, kV, kPer, 32, kRms, Q>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kBlockRow:
-      norm_rows_kernel<T, kV, kPer, 0, kRms>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps);
+      norm_rows_kernel<T, kV, kPer, 0, kRms, Q>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kLongRow:
-      norm_block_kernel<T, kRms>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, plan.len, plan.eps_f, plan.eps);
+      norm_block_kernel<T, kRms, Q>
+          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, plan.len, plan.eps_f, plan.eps, quantized);
       break;
   }
+}
+
+// Q: NoQuantized, or the type of layer_norm's second (quantized) output.
+template <typename T, bool kRms, typename Q>
+void launch_last_dims_norm_typed(const StepLaunch& launch, const LastDimsNormPlan& plan) {
+  const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
+  const void* bias = !kRms && launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
+  const T* xp = static_cast<const T*>(launch.inputs.at(0).data);
+  const T* wp = static_cast<const T*>(weight);
+  const T* bp = static_cast<const T*>(bias);
+  T* yp = static_cast<T*>(launch.outputs.at(0).data);
+  QuantizedOut<Q> quantized;
+  if constexpr (!std::is_same_v<Q, NoQuantized>) {
+    quantized.scale = static_cast<const float*>(launch.inputs.at(3).data);
+    quantized.y = static_cast<Q*>(launch.outputs.at(1).data);
+  }
+  // 16-byte vectors when the row length and every pointer allow it (the quantized output's vectors are
+  // kNormVector<T> bytes), else one element at a time.
+  const bool vector = plan.whole_vectors && pointer_alignment(xp, 16) == 16 && pointer_alignment(yp, 16) == 16 &&
+                      (wp == nullptr || pointer_alignment(wp, 16) == 16) &&
+                      (bp == nullptr || pointer_alignment(bp, 16) == 16) &&
+                      (quantized.y == nullptr || pointer_alignment(quantized.y, kNormVector<T>) >= kNormVector<T>);
+  if (vector) {
+    launch_norm_rows<T, kNormVector<T>, kRms>(xp, wp, bp, yp, quantized, plan, plan.vector_rows, launch.stream);
+  } else {
+    launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, quantized, plan, plan.scalar_rows, launch.stream);
+  }
+  check_launch(launch);
 }
 
 template <bool kRms>
 void launch_last_dims_norm(const StepLaunch& launch, const LastDimsNormPlan& plan) {
   if (plan.empty) return;
-  const void* weight = launch.inputs.size() > 1 ? launch.inputs[1].data : nullptr;
-  const void* bias = !kRms && launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
-  cudaStream_t stream = launch.stream;
   dispatch(FloatTypes{}, plan.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = static_cast<const T*>(launch.inputs.at(0).data);
-    const T* wp = static_cast<const T*>(weight);
-    const T* bp = static_cast<const T*>(bias);
-    T* yp = static_cast<T*>(launch.outputs.at(0).data);
-    // 16-byte vectors when the row length and every pointer allow it, else one element at a time.
-    const bool vector = plan.whole_vectors && pointer_alignment(xp, 16) == 16 && pointer_alignment(yp, 16) == 16 &&
-                        (wp == nullptr || pointer_alignment(wp, 16) == 16) &&
-                        (bp == nullptr || pointer_alignment(bp, 16) == 16);
-    if (vector) {
-      launch_norm_rows<T, kNormVector<T>, kRms>(xp, wp, bp, yp, plan, plan.vector_rows, stream);
+    if constexpr (kRms) {
+      launch_last_dims_norm_typed<T, kRms, NoQuantized>(launch, plan);
     } else {
-      launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, plan, plan.scalar_rows, stream);
+      switch (plan.quantized) {
+        case DataType::kI8: launch_last_dims_norm_typed<T, kRms, std::int8_t>(launch, plan); break;
+        case DataType::kF8E4M3: launch_last_dims_norm_typed<T, kRms, F8E4M3>(launch, plan); break;
+        default: launch_last_dims_norm_typed<T, kRms, NoQuantized>(launch, plan); break;
+      }
     }
-    check_launch(launch);
   });
 }
 
@@ -747,11 +787,13 @@ void launch_grouped_norm(const StepLaunch& launch, const GroupedNormPlan& plan) 
 
 // ---- supports ----
 
-// x has the entry's dtype and every present parameter has it too (the op definitions require that already).
+// x has the entry's dtype and every present parameter has it too (the op definitions require that already; a
+// layer_norm's output scale, input 3, is f32 and its quantized second output i8 or f8e4m3).
 template <DataType kDtype>
 bool supports_float(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   if (layer.inputs.empty() || !has_tensor(layer, 0) || input_dtype(graph, layer, 0) != kDtype) return false;
   for (std::size_t i = 1; i < layer.inputs.size(); ++i) {
+    if (layer.op == "layer_norm" && i == 3) continue;
     if (has_tensor(layer, i) && input_dtype(graph, layer, i) != kDtype) return false;
   }
   return output_dtype(graph, layer, 0) == kDtype;
