@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Quantized engines against fp16 ones, on the GPU, in one run: each model calibrated with `tensoracle calibrate`
-(int8 and/or fp8, its linears quantized) on random-but-structured batches, built at fp16 like the float network, and
-measured with `tensoracle bench --graph-mode`; accuracy of each engine's output against the PyTorch fp32 model on the
-same input (rel-L2 and cosine), and torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
+(int8 and/or fp8; the encoders' linears, ResNet-50's convolutions) on random-but-structured batches, built at fp16
+like the float network, and measured with `tensoracle bench --graph-mode`; accuracy of each engine's output against
+the PyTorch fp32 model on the same input (rel-L2 and cosine; for ResNet-50 also top-1 agreement of the logits), and
+torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
 
     python3 bench/quantized_comparison.py --cli .device/build/tools/cli/tensoracle --out $OUT/quantized \
-        [--models bert,bert_large] [--types i8,f8e4m3] [--batch 32] [--no-compile]
+        [--models bert,bert_large,resnet50] [--types i8,f8e4m3] [--batch 32] [--image-batch 256] [--no-compile]
 
-The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders; the convolutions of ResNet-50 are not
-quantized by our engines yet, so it is not a row here). Calibration runs on the CPU reference: --calib-batches
-batches of --calib-size sequences of N(0, 1) hidden states (the encoders' input), --method percentile 99.99 for i8
-and max for f8e4m3 unless --method is given. Prints a table and writes OUT/results.json.
+The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders at --batch, ResNet-50 at --image-batch).
+Calibration runs on the CPU reference: --calib-batches batches of --calib-size N(0, 1) inputs (the encoders' hidden
+states, or images), --method percentile 99.99 for i8 and max for f8e4m3 unless --method is given. Prints a table and
+writes OUT/results.json.
 """
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--models", default="bert,bert_large")
     p.add_argument("--types", default="i8,f8e4m3")
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", type=int, default=32, help="batch of the encoders")
+    p.add_argument("--image-batch", type=int, default=256, help="batch of ResNet-50")
     p.add_argument("--calib-batches", type=int, default=4)
     p.add_argument("--calib-size", type=int, default=4)
     p.add_argument("--method", default="", help="calibration method for every type (default: see above)")
@@ -83,9 +85,11 @@ def main() -> int:
     specs = {s.key: s for s in model_specs()}
     for key in filter(None, a.models.split(",")):
         spec = specs[key]
+        image = key.startswith("resnet")
+        batch = a.image_batch if image else a.batch
         work = out / key
         work.mkdir(exist_ok=True)
-        rec = {"key": key, "title": spec.title, "rows": []}
+        rec = {"key": key, "title": spec.title, "batch": batch, "rows": []}
         results["models"].append(rec)
         torch.manual_seed(0)
         model = spec.create().eval()
@@ -99,7 +103,7 @@ def main() -> int:
             path = work / f"calib{i}.safetensors"
             save_file({"x": torch.randn(*spec.input_shape(a.calib_size), generator=gen)}, str(path))
             batches.append(path)
-        x = torch.randn(*spec.input_shape(a.batch), generator=gen)
+        x = torch.randn(*spec.input_shape(batch), generator=gen)
         save_file({"x": x}, str(work / "in.safetensors"))
         torch.backends.cuda.matmul.allow_tf32 = False
         with torch.inference_mode():
@@ -115,14 +119,14 @@ def main() -> int:
                 del compiled
         del model
         torch.cuda.empty_cache()
-        shape = "x=" + "x".join(map(str, spec.input_shape(a.batch)))
+        shape = "x=" + "x".join(map(str, spec.input_shape(batch)))
         variants = [("fp16", work / "net.json", None)]
         for qtype in filter(None, a.types.split(",")):
             method = a.method or ("percentile" if qtype == "i8" else "max")
             qnet = work / f"net_{qtype}.json"
             t0 = time.perf_counter()
             report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
-                                     "--ops", "linear", "-q"] + [x for b in batches for x in ("-b", b)], log))
+                                     "--ops", "conv" if image else "linear", "-q"] + [x for b in batches for x in ("-b", b)], log))
             variants.append((qtype, qnet, {"method": method, "seconds": time.perf_counter() - t0,
                                            "activations": len(report.get("activations", [])),
                                            "weights": len(report.get("quantized_weights", []))}))
@@ -136,12 +140,17 @@ def main() -> int:
                 row["build_s"] = time.perf_counter() - t0
                 steps = json.loads(run([cli, "inspect", engine], log))["steps"]
                 op_of = {s["layer"]: s["op"] for s in steps}
-                row["quantized_steps"] = sum(1 for s in steps if s["op"] == "quantized_linear")
-                row["kernels"] = sorted({s["kernel"] for s in steps if s["op"] == "quantized_linear"})
+                kernel_of = {s["layer"]: s["kernel"] for s in steps}
+                quantized_ops = ("quantized_linear", "quantized_conv")
+                row["quantized_steps"] = sum(1 for s in steps if s["op"] in quantized_ops)
+                row["kernels"] = sorted({s["kernel"] for s in steps if s["op"] in quantized_ops})
                 run([cli, "run", engine, "--inputs", work / "in.safetensors", "-o", work / f"{name}_out.safetensors"],
                     log)
                 got = next(iter(load_file(str(work / f"{name}_out.safetensors")).values()))
                 row["accuracy"] = compare(got.float(), reference)
+                if image:  # logits [batch, classes]
+                    agree = (got.float().argmax(-1) == reference.argmax(-1)).double().mean().item()
+                    row["accuracy"]["top1_agreement"] = agree
                 bench = json.loads(run([cli, "bench", engine, "--graph-mode", "-n", a.iterations, "--warmup", 30], log))
                 row["p50_ms"] = bench["target_time_ms"]["p50"]
                 row["weights_bytes"] = bench.get("weights_bytes")
@@ -151,11 +160,14 @@ def main() -> int:
                     op = op_of.get(s["layer"], "?")
                     by_op[op] = by_op.get(op, 0.0) + s["median_ms"]
                 row["ms_by_op"] = {k: round(v, 4) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])}
+                slowest = sorted(per_step.get("steps", []), key=lambda s: -s["median_ms"])[:25]
+                row["slowest_steps"] = [[s["layer"], kernel_of.get(s["layer"], "?"), round(s["median_ms"], 4)]
+                                        for s in slowest]
             except Exception as e:  # noqa: BLE001
                 row["error"] = str(e)
             (out / "results.json").write_text(json.dumps(results, indent=1))
         fp16 = rec["rows"][0].get("p50_ms")
-        print(f"\n{spec.title}, batch {a.batch} (H200 fp16 engines; torch fp16 eager "
+        print(f"\n{spec.title}, batch {batch} (H200 fp16 engines; torch fp16 eager "
               f"{rec['torch_fp16']['p50_ms']:.3f} ms" + (f", compile {rec['torch_compile']['p50_ms']:.3f} ms"
                                                           if "torch_compile" in rec else "") + ")")
         print("| engine | p50 ms | fp16/this | compile/this | rel-L2 vs torch fp32 | cosine | weights MiB | "
@@ -168,7 +180,9 @@ def main() -> int:
             comp = rec.get("torch_compile", {}).get("p50_ms")
             print(f"| {row['engine']} | {row['p50_ms']:.3f} | {fp16 / row['p50_ms']:.2f}x | "
                   + (f"{comp / row['p50_ms']:.2f}x" if comp else "-")
-                  + f" | {row['accuracy']['rel_l2']:.2e} | {row['accuracy']['cosine']:.5f} | "
+                  + f" | {row['accuracy']['rel_l2']:.2e} | {row['accuracy']['cosine']:.5f}"
+                  + (f" (top-1 {row['accuracy']['top1_agreement']:.3f})" if "top1_agreement" in row["accuracy"] else "")
+                  + " | "
                   f"{(row['weights_bytes'] or 0) / 2**20:.1f} | {row['quantized_steps']} |")
             print(f"|   time by op: {json.dumps(row['ms_by_op'])} |")
         print(f"torch fp16 eager rel-L2 vs fp32: {rec['torch_fp16']['accuracy']['rel_l2']:.2e}")

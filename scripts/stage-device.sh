@@ -10,7 +10,7 @@ cp -P "$build"/src/libtensoracle.so* "$stage/src/"
 cp "$build/tools/cli/tensoracle" "$stage/tools/cli/"
 for t in tensoracle_unit_tests tensoracle_cuda_tests safetensors_rewrite cache_open_child; do cp "$build/tests/$t" "$stage/tests/"; done
 cp "$build/examples/transformer_encoder" "$stage/examples/"
-mkdir -p "$stage/bench" && cp "$build/bench/engine_host_memory" "$stage/bench/"
+mkdir -p "$stage/bench" && cp "$build/bench/engine_host_memory" "$build/bench/quantized_conv_probe" "$stage/bench/"
 find "$stage/src" -type f -name 'libtensoracle.so*' -exec strip --strip-debug {} +
 strip --strip-debug "$stage/tools/cli/tensoracle" "$stage"/tests/* "$stage"/examples/* "$stage"/bench/*
 # The test plugin libraries (after the strip above, which takes files only).

@@ -365,7 +365,8 @@ Json step_json(const graph::Graph& g, const graph::Layer& layer, const StepRecor
             {"kernel", step.kernel},    {"workspace_bytes", step.workspace_bytes},
             {"inputs", std::move(ins)}, {"outputs", std::move(outs)}};
   // The type a quantized product's operands are multiplied in (what `tensoracle inspect` shows as int8/fp8 steps).
-  if (layer.op == "quantized_linear") json["quantized"] = std::string(to_string(g.tensor(layer.inputs[0]).dtype));
+  if (layer.op == "quantized_linear" || layer.op == "quantized_conv")
+    json["quantized"] = std::string(to_string(g.tensor(layer.inputs[0]).dtype));
   if (step.binary) {
     json["binary"] =
         Json{{"offset", step.binary->offset}, {"size", step.binary->size}, {"entries", step.binary->entries}};

@@ -1,6 +1,7 @@
-// Tests of lower_quantized_products (a linear between dequantizes becomes quantized_linear) and of what the later
-// passes do with the result (f16 lowering keeps the scales f32; epilogues and a following quantize fuse into it): the
-// layers made, and results equal to the original network's on the CPU reference executor.
+// Tests of lower_quantized_products (a linear or conv between dequantizes becomes quantized_linear or quantized_conv)
+// and of what the later passes do with the result (f16 lowering keeps the scales f32; epilogues and a following
+// quantize fuse into it; convolutions and quantizes run channels last): the layers made, and results equal to the
+// original network's on the CPU reference executor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,16 +30,19 @@ Tensor f32_constant(Network& net, const std::string& name, const Dims& shape, fl
   return net.add_constant_copy(DataType::kF32, shape, v.data(), name);
 }
 
-// A quantized weight [out, in]: i8 values in [-127, 127], or f8e4m3 values of magnitude up to 448.
-Tensor quantized_weight(Network& net, const std::string& name, DataType type, std::int64_t out, std::int64_t in) {
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(out * in));
+// A quantized weight: i8 values in [-127, 127], or f8e4m3 values of magnitude up to 448.
+Tensor quantized_weight(Network& net, const std::string& name, DataType type, const Dims& shape) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(shape.volume()));
   std::uniform_int_distribution<int> q(-127, 127);
   std::uniform_real_distribution<float> f(-448.f, 448.f);
   for (auto& b : bytes) {
     b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(q(rng())))
                               : f32_to_f8e4m3_bits(f(rng()));
   }
-  return net.add_constant_copy(type, Dims{out, in}, bytes.data(), name);
+  return net.add_constant_copy(type, shape, bytes.data(), name);
+}
+Tensor quantized_weight(Network& net, const std::string& name, DataType type, std::int64_t out, std::int64_t in) {
+  return quantized_weight(net, name, type, Dims{out, in});
 }
 
 HostTensor random_input(const Dims& shape, std::uint32_t seed) {
@@ -258,6 +262,124 @@ TEST(QuantizedProducts, ALayerNormAlsoWritesItsQuantizedResult) {
   // Quantized from the double value instead of the f32 one: a value within an f32 rounding of a step boundary may
   // land one step over.
   EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 1e-3);
+}
+
+// x -> quantize -> dequantize -> conv 3x3 (weight: a dequantize of a quantized constant, per output channel).
+Tensor quantized_conv_of(Network& net, Tensor x, DataType type, std::int64_t out, const std::string& name) {
+  const std::int64_t in = net.shape(x)[1];
+  Tensor sx = net.add_small_constant({type == DataType::kI8 ? 2.0 / 127 : 2.0 / 448}, DataType::kF32, Dims{},
+                                     name + ".x_scale");
+  Tensor xq = net.add_dequantize(net.add_quantize(x, sx, type), sx);
+  Tensor w = quantized_weight(net, name + ".weight", type, Dims{out, in, 3, 3});
+  Tensor sw = f32_constant(net, name + ".weight_scale", Dims{out}, 0.0005f, 0.002f);
+  ConvOptions options;
+  options.padding = {1, 1};
+  return net.add_convolution(xq, net.add_dequantize(w, sw, DataType::kF32, 0),
+                             f32_constant(net, name + ".bias", Dims{out}, -0.5f, 0.5f), options);
+}
+
+// A ResNet block: conv -> relu -> conv, + the block's input, relu.
+Tensor quantized_block(Network& net, Tensor x, DataType type, const std::string& name) {
+  const std::int64_t channels = net.shape(x)[1];
+  Tensor h = net.add_activation("relu", quantized_conv_of(net, x, type, 32, name + ".conv1"));
+  return net.add_activation("relu",
+                            net.add_binary("add", quantized_conv_of(net, h, type, channels, name + ".conv2"), x));
+}
+
+TEST(QuantizedProducts, ConvolutionsBetweenDequantizesRunQuantizedChannelsLast) {
+  for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+    SCOPED_TRACE(to_string(type));
+    builder::WeightPool pool;
+    Network net;
+    // Two blocks; 24 channels (not a multiple of 16: padded for the convolutions that read them).
+    Tensor x = net.add_input("x", DataType::kF32, {2, 24, 6, 6});
+    net.mark_output(quantized_block(net, quantized_block(net, x, type, "block1"), type, "block2"), "y");
+    Network lowered = builder::lower_quantized_products(net, pool);
+    EXPECT_EQ(count_ops(lowered, "conv"), 0);
+    EXPECT_EQ(count_ops(lowered, "quantized_conv"), 4);
+    EXPECT_EQ(count_ops(lowered, "dequantize"), 0);
+    std::map<std::string, HostTensor> in{{"x", random_input({2, 24, 6, 6}, 5)}};
+    EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+
+    lowered = builder::lower_precision(lowered, DataType::kF16, pool, plugin::Device::kHost);
+    lowered = builder::device_layout_passes(builder::remove_dead_layers(lowered), pool);
+    EXPECT_EQ(count_ops(lowered, "relu"), 0);
+    EXPECT_EQ(count_ops(lowered, "add"), 0);
+    // conv1's result is quantized in its epilogue for conv2; each block's input (read by the residual too) is quantized
+    // by a step of its own.
+    EXPECT_EQ(count_ops(lowered, "quantize"), 2);
+    const graph::Graph& g = graph::graph_of(lowered);
+    int residuals = 0, quantized_results = 0;
+    for (const auto& layer : g.layers) {
+      if (layer.op == "quantize") {
+        EXPECT_EQ(g.tensor(layer.inputs[1]).dtype, DataType::kF32) << layer.name;
+        // Block 2's input quantize reads block 1's channels-last result: [N, H, W, C].
+        const std::int32_t producer = g.tensor(layer.inputs[0]).producer;
+        if (producer >= 0 && g.layers[static_cast<std::size_t>(producer)].op == "quantized_conv") {
+          EXPECT_EQ(g.static_dims(layer.inputs[0]), Dims({2, 6, 6, 24})) << layer.name;
+        }
+      }
+      if (layer.op != "quantized_conv") continue;
+      EXPECT_EQ(std::get<std::string>(layer.attrs.at("layout")), "nhwc") << layer.name;
+      EXPECT_EQ(std::get<std::string>(layer.attrs.at("activation")), "relu") << layer.name;
+      EXPECT_EQ(g.tensor(layer.inputs[2]).dtype, DataType::kF32) << layer.name;
+      const bool quantized = layer.attrs.count("quantize_to") != 0;
+      quantized_results += quantized ? 1 : 0;
+      EXPECT_EQ(g.tensor(layer.outputs[0]).dtype, quantized ? type : DataType::kF16) << layer.name;
+      residuals += layer.inputs.size() == 5 ? 1 : 0;
+    }
+    EXPECT_EQ(residuals, 2);
+    EXPECT_EQ(quantized_results, 2);
+    // Transposes only where the network's channels-first input enters and its output leaves: x for the quantize and
+    // for the residual, y back.
+    EXPECT_LE(count_ops(lowered, "transpose"), 3);
+    // f16 activations and f32 quantization may move a value across a rounding boundary: a few steps at most.
+    EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 2e-2);
+  }
+}
+
+TEST(QuantizedProducts, ABatchNormFoldsIntoTheQuantizedWeightsScale) {
+  for (bool per_channel : {false, true}) {
+    SCOPED_TRACE(per_channel ? "per channel" : "per tensor");
+    builder::WeightPool pool;
+    Network net;
+    // conv (no bias, a weight quantized explicitly) -> batch_norm -> relu, as calibrate writes a torchvision ResNet.
+    Tensor x = net.add_input("x", DataType::kF32, {2, 16, 5, 5});
+    Tensor sx = net.add_small_constant({2.0 / 127}, DataType::kF32, Dims{}, "sx");
+    Tensor xq = net.add_dequantize(net.add_quantize(x, sx, DataType::kI8), sx);
+    Tensor w = quantized_weight(net, "w", DataType::kI8, Dims{8, 16, 3, 3});
+    Tensor sw = per_channel ? f32_constant(net, "sw", Dims{8}, 0.0005f, 0.002f)
+                            : net.add_small_constant({0.001}, DataType::kF32, Dims{}, "sw");
+    ConvOptions options;
+    options.padding = {1, 1};
+    Tensor c = net.add_convolution(xq, net.add_dequantize(w, sw, DataType::kF32, 0), {}, options);
+    Tensor bn = net.add_batch_norm(c, f32_constant(net, "mean", Dims{8}, -0.5f, 0.5f),
+                                   f32_constant(net, "var", Dims{8}, 0.5f, 2.f),
+                                   f32_constant(net, "gamma", Dims{8}, -1.5f, 1.5f),  // negative factors too
+                                   f32_constant(net, "beta", Dims{8}, -0.5f, 0.5f));
+    net.mark_output(net.add_activation("relu", bn), "y");
+    Network folded = builder::fold_batch_norm(net, pool);
+    EXPECT_EQ(count_ops(folded, "batch_norm"), 0);
+    Network lowered = builder::lower_quantized_products(folded, pool);
+    EXPECT_EQ(count_ops(lowered, "quantized_conv"), 1);
+    const graph::Graph& g = graph::graph_of(lowered);
+    const graph::Layer& q = only_layer(lowered, "quantized_conv");
+    ASSERT_GE(q.inputs.size(), 4u);
+    EXPECT_EQ(g.tensor(q.inputs[1]).dtype, DataType::kI8);  // the quantized values as they were
+    EXPECT_GE(q.inputs[3], 0);                              // the batch norm's shift as the bias
+    std::map<std::string, HostTensor> in{{"x", random_input({2, 16, 5, 5}, 6)}};
+    EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 1e-5);
+  }
+}
+
+TEST(QuantizedProducts, AConvolutionOfFewChannelsStaysFloat) {
+  builder::WeightPool pool;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {1, 3, 8, 8});  // an image: a CNN's stem
+  net.mark_output(quantized_conv_of(net, x, DataType::kI8, 16, "stem"), "y");
+  Network lowered = builder::lower_quantized_products(net, pool);
+  EXPECT_EQ(count_ops(lowered, "quantized_conv"), 0);
+  EXPECT_EQ(count_ops(lowered, "conv"), 1);
 }
 
 TEST(QuantizedProducts, OtherPatternsKeepTheirLinear) {

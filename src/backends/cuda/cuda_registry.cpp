@@ -23,6 +23,7 @@ const std::vector<KernelEntry>& kernel_registry() {
     register_resize_kernels(all);
     register_quantization_kernels(all);
     register_quantized_linear_kernels(all);
+    register_quantized_convolution_kernels(all);
     register_fused_elementwise_kernels(all);
     register_plugin_kernels(all);
     std::stable_sort(all.begin(), all.end(),

@@ -131,19 +131,20 @@ KernelEntry prepared_kernel(const char* name, const char* op, SupportsFn support
 }
 
 // Each family lists its kernels; the registry calls these once (no static initializers).
-void register_elementwise_kernels(std::vector<KernelEntry>& kernels);        // kernels/elementwise.cu
-void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels);     // kernels/linear_algebra.cu
-void register_normalization_kernels(std::vector<KernelEntry>& kernels);      // kernels/normalization.cu
-void register_data_movement_kernels(std::vector<KernelEntry>& kernels);      // kernels/data_movement.cu
-void register_reduction_kernels(std::vector<KernelEntry>& kernels);          // kernels/reduction.cu
-void register_transformer_kernels(std::vector<KernelEntry>& kernels);        // kernels/transformer.cu
-void register_convolution_kernels(std::vector<KernelEntry>& kernels);        // kernels/convolution.cu
-void register_pooling_kernels(std::vector<KernelEntry>& kernels);            // kernels/pooling.cu
-void register_resize_kernels(std::vector<KernelEntry>& kernels);             // kernels/resize.cu
-void register_quantization_kernels(std::vector<KernelEntry>& kernels);       // kernels/quantization.cu
-void register_quantized_linear_kernels(std::vector<KernelEntry>& kernels);   // kernels/quantized_linear.cu
-void register_fused_elementwise_kernels(std::vector<KernelEntry>& kernels);  // kernels/fused_elementwise.cu
-void register_plugin_kernels(std::vector<KernelEntry>& kernels);             // kernels/plugin.cpp
+void register_elementwise_kernels(std::vector<KernelEntry>& kernels);            // kernels/elementwise.cu
+void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels);         // kernels/linear_algebra.cu
+void register_normalization_kernels(std::vector<KernelEntry>& kernels);          // kernels/normalization.cu
+void register_data_movement_kernels(std::vector<KernelEntry>& kernels);          // kernels/data_movement.cu
+void register_reduction_kernels(std::vector<KernelEntry>& kernels);              // kernels/reduction.cu
+void register_transformer_kernels(std::vector<KernelEntry>& kernels);            // kernels/transformer.cu
+void register_convolution_kernels(std::vector<KernelEntry>& kernels);            // kernels/convolution.cu
+void register_pooling_kernels(std::vector<KernelEntry>& kernels);                // kernels/pooling.cu
+void register_resize_kernels(std::vector<KernelEntry>& kernels);                 // kernels/resize.cu
+void register_quantization_kernels(std::vector<KernelEntry>& kernels);           // kernels/quantization.cu
+void register_quantized_linear_kernels(std::vector<KernelEntry>& kernels);       // kernels/quantized_linear.cu
+void register_quantized_convolution_kernels(std::vector<KernelEntry>& kernels);  // kernels/quantized_convolution.cu
+void register_fused_elementwise_kernels(std::vector<KernelEntry>& kernels);      // kernels/fused_elementwise.cu
+void register_plugin_kernels(std::vector<KernelEntry>& kernels);                 // kernels/plugin.cpp
 
 // All registered kernels, sorted by op then in preference order.
 const std::vector<KernelEntry>& kernel_registry();

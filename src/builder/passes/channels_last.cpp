@@ -1,4 +1,5 @@
-// Builder pass for the CUDA target: f16/bf16 2D convolutions (and the pooling that reads them) run channels last.
+// Builder pass for the CUDA target: f16/bf16 2D convolutions and quantized convolutions (and the pooling and quantizes
+// that read them) run channels last.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -18,34 +19,51 @@ std::string layout_of(const graph::Layer& layer) {
   return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("layout", "nchw");
 }
 
-// A convolution that runs channels last: 2D, f16/bf16, constant weight, channels first now.
+// A convolution that runs channels last: 2D, f16/bf16 (conv) or i8/f8e4m3 (quantized_conv), constant weight, channels
+// first now.
 bool converts(const graph::Graph& g, const graph::Layer& layer) {
-  if (layer.op != "conv" || layout_of(layer) != "nchw" || g.tensor(layer.inputs[0]).shape.size() != 4) return false;
+  if ((layer.op != "conv" && layer.op != "quantized_conv") || layout_of(layer) != "nchw" ||
+      g.tensor(layer.inputs[0]).shape.size() != 4 || !is_constant(g, layer.inputs[1])) {
+    return false;
+  }
   const DataType t = g.tensor(layer.inputs[0]).dtype;
-  return (t == DataType::kF16 || t == DataType::kBF16) && is_constant(g, layer.inputs[1]);
+  if (layer.op == "quantized_conv") return t == DataType::kI8 || t == DataType::kF8E4M3;
+  return t == DataType::kF16 || t == DataType::kBF16;
+}
+
+// The residual's input of a converted convolution.
+std::size_t residual_input(const graph::Layer& conv) { return conv.op == "quantized_conv" ? 4 : 3; }
+
+// A quantize with one scale (elementwise, so any layout) of a 4D tensor.
+bool quantizes_4d_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
+  return layer.op == "quantize" && g.tensor(layer.inputs[0]).shape.size() == 4 &&
+         g.tensor(layer.inputs[1]).shape.empty();
 }
 
 // Whether a reader at `position` of `layer` takes the channels-last form of a converted tensor.
 bool takes_channels_last(const graph::Graph& g, const graph::Layer& layer, std::size_t position) {
-  if (converts(g, layer)) return position == 0 || position == 3;
-  if (layout_of(layer) != "nchw" || position != 0) return false;
+  if (converts(g, layer)) return position == 0 || position == residual_input(layer);
+  if (position != 0) return false;
+  if (quantizes_4d_per_tensor(g, layer)) return true;
+  if (layout_of(layer) != "nchw") return false;
   return layer.op == "max_pool2d" || (layer.op == "global_avg_pool" && g.tensor(layer.inputs[0]).shape.size() == 4);
 }
 
 const std::vector<std::int64_t> kToLast = {0, 2, 3, 1};
 const std::vector<std::int64_t> kToFirst = {0, 3, 1, 2};
 
-// cuDNN's tensor-core convolutions read channels last in 16-byte groups (8 f16/bf16 channels): a convolution with
-// fewer or an odd number of input channels (an image's 3, in a CNN's stem or a ViT's patch projection) falls to kernels
-// many times slower. Such a convolution (groups 1) reads its input with zero channels appended up to a multiple of 8,
-// and its weight gets zero channels to match: the sums are unchanged.
-constexpr std::int64_t kChannelMultiple = 8;
+// cuDNN's tensor-core convolutions read channels last in 16-byte groups (8 f16/bf16 channels, 16 i8/f8e4m3): a
+// convolution with fewer or an odd number of input channels (an image's 3, in a CNN's stem or a ViT's patch
+// projection) falls to kernels many times slower, or to none. Such a convolution (groups 1) reads its input with zero
+// channels appended up to a multiple of 16 bytes, and its weight gets zero channels to match: the sums are unchanged.
+constexpr std::int64_t kChannelBytes = 16;
 
 std::int64_t padded_channels(const graph::Graph& g, const graph::Layer& conv) {
   const std::int64_t groups = graph::AttrReader(conv.attrs, conv.name, conv.op).get_int("groups", 1);
   const Dims x = g.static_dims(conv.inputs[0]);
-  if (groups != 1 || x.rank() != 4 || x[1] <= 0 || x[1] % kChannelMultiple == 0) return 0;
-  return (x[1] + kChannelMultiple - 1) / kChannelMultiple * kChannelMultiple;
+  const auto multiple = kChannelBytes / static_cast<std::int64_t>(element_size(g.tensor(conv.inputs[0]).dtype));
+  if (groups != 1 || x.rank() != 4 || x[1] <= 0 || x[1] % multiple == 0) return 0;
+  return (x[1] + multiple - 1) / multiple * multiple;
 }
 
 // A channels-last weight [O, kh, kw, C] with zero channels appended up to `channels`.
@@ -96,10 +114,11 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     net.rename_tensor(t, name);
     return last[id] = t;
   };
-  // Makes `layer` channels last on `inputs`; its output keeps a channels-first twin where something needs it.
-  auto emit = [&](const graph::Layer& layer, const std::vector<Tensor>& inputs) {
+  // Makes `layer` channels last on `inputs` (with attribute layout "nhwc" unless it is elementwise); its output keeps
+  // a channels-first twin where something needs it.
+  auto emit = [&](const graph::Layer& layer, const std::vector<Tensor>& inputs, bool has_layout = true) {
     Attributes attrs = layer.attrs;
-    attrs["layout"] = std::string("nhwc");
+    if (has_layout) attrs["layout"] = std::string("nhwc");
     const auto out = layer.outputs[0];
     const std::string name = g.tensor(out).name + ".nhwc";
     Tensor y = net.add_layer(layer.op, inputs, attrs, layer.name)[0];
@@ -131,9 +150,13 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
       }
       const std::string wname = layer.name + "/weight_nhwc";
       std::vector<Tensor> inputs = {x, net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
-      if (layer.inputs.size() > 2) inputs.push_back(rewriter.get(layer.inputs[2]));
-      if (layer.inputs.size() > 3) inputs.push_back(channels_last(layer.inputs[3]));
+      for (std::size_t i = 2; i < layer.inputs.size(); ++i) {
+        const std::int32_t id = layer.inputs[i];
+        inputs.push_back(id < 0 ? Tensor{} : i == residual_input(layer) ? channels_last(id) : rewriter.get(id));
+      }
       emit(layer, inputs);
+    } else if (quantizes_4d_per_tensor(g, layer) && last.count(layer.inputs[0]) != 0) {
+      emit(layer, {last.at(layer.inputs[0]), rewriter.get(layer.inputs[1])}, false);
     } else if (layer.op == "max_pool2d" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0) {
       emit(layer, {last.at(layer.inputs[0])});
     } else if (layer.op == "global_avg_pool" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0 &&

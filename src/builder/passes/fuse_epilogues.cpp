@@ -25,8 +25,10 @@ bool bool_attr(const graph::Layer& layer, const char* name) {
 }
 
 // The inputs an epilogue-fusable layer has before its residual: x, weight, bias (linear, conv); x, weight, scale, bias
-// (quantized_linear).
-std::size_t inputs_before_residual(const std::string& op) { return op == "quantized_linear" ? 4 : 3; }
+// (quantized_linear, quantized_conv).
+std::size_t inputs_before_residual(const std::string& op) {
+  return op == "quantized_linear" || op == "quantized_conv" ? 4 : 3;
+}
 
 bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {
   return g.tensor(a).shape == g.tensor(b).shape && g.tensor(a).dtype == g.tensor(b).dtype;
@@ -108,8 +110,10 @@ Network fuse_epilogues(const Network& network) {
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const auto& layer = g.layers[l];
     const bool linear = layer.op == "linear" || layer.op == "quantized_linear";
-    const bool conv = layer.op == "conv" && g.tensor(layer.inputs[0]).shape.size() == 4 && layer.inputs.size() > 2 &&
-                      layer.inputs[2] >= 0;  // cuDNN's fused form needs a bias
+    const std::size_t bias = inputs_before_residual(layer.op) - 1;
+    const bool conv = (layer.op == "conv" || layer.op == "quantized_conv") &&
+                      g.tensor(layer.inputs[0]).shape.size() == 4 && layer.inputs.size() > bias &&
+                      layer.inputs[bias] >= 0;  // cuDNN's fused form needs a bias
     if ((!linear && !conv) || layer.inputs.size() > inputs_before_residual(layer.op) ||
         string_attr(layer, "activation", "none") != "none") {
       continue;

@@ -51,6 +51,7 @@ void lower_plugin_layer(GraphRewriter& rewriter, const graph::Layer& layer, Data
 bool is_scale_input(const std::string& op, std::size_t i) {
   if (op == "quantize" || op == "dequantize") return i == 1;
   if (op == "quantized_linear") return i == 2 || i == 5;  // the product's scale, the output's
+  if (op == "quantized_conv") return i == 2;
   return false;
 }
 
@@ -107,7 +108,8 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool, 
       continue;
     }
     Attributes attrs = layer.attrs;
-    if (layer.op == "cast" || layer.op == "dequantize" || layer.op == "quantized_linear") {
+    if (layer.op == "cast" || layer.op == "dequantize" || layer.op == "quantized_linear" ||
+        layer.op == "quantized_conv") {
       auto it = attrs.find("to");
       const bool to_f32 = it == attrs.end() ? layer.op != "cast"
                                             : std::holds_alternative<std::string>(it->second) &&

@@ -15,7 +15,9 @@ namespace tensoracle::builder {
 Network remove_dead_layers(const Network& network);  // passes/remove_dead_layers.cpp
 
 // Folds a batch_norm that reads a convolution's output (nothing else reads it) into the
-// convolution's weight and bias, when all their parameters are constants.
+// convolution's weight and bias, when all their parameters are constants. A weight quantized explicitly (a dequantize
+// of a constant, one scale or one per output channel) keeps its quantized values: the batch norm's factor goes into
+// its scale, per output channel.
 Network fold_batch_norm(const Network& network, WeightPool& pool);  // passes/fold_batch_norm.cpp
 
 // Evaluates layers whose inputs are all constants on the CPU at build time and replaces them by
@@ -24,10 +26,11 @@ Network fold_batch_norm(const Network& network, WeightPool& pool);  // passes/fo
 Network fold_constants(const Network& network, WeightPool& pool, std::size_t max_bytes,
                        const std::vector<std::string>& keep_ops = {});  // passes/fold_constants.cpp
 
-// Every target: a linear whose x is a dequantize (one constant scale) of an i8 or f8e4m3 tensor and whose weight is a
-// dequantize of a constant of the same type (one constant scale, or one per output feature) becomes quantized_linear:
-// the quantized operands multiplied as they are, the two scales combined into one per output feature (f32), bias and
-// epilogue kept. The weight stays quantized in the engine. Dequantizes nothing else reads are dropped.
+// Every target: a linear (conv) whose x is a dequantize (one constant scale) of an i8 or f8e4m3 tensor and whose weight
+// is a dequantize of a constant of the same type (one constant scale, or one per output feature) becomes
+// quantized_linear (quantized_conv): the quantized operands multiplied as they are, the two scales combined into one
+// per output feature (f32), bias and epilogue kept. The weight stays quantized in the engine. Dequantizes nothing else
+// reads are dropped. A conv with fewer than 16 input channels (a CNN's stem) stays float.
 Network lower_quantized_products(const Network& network, WeightPool& pool);  // passes/quantized_products.cpp
 
 // Lowers every f32 tensor to `low` (f16 or bf16): f32 weights are converted, f32 inputs are cast
@@ -53,25 +56,26 @@ Network patch_convolutions(const Network& network, WeightPool& pool);  // passes
 // last axis that gives back their outputs under their names, which fuse_attention_layout then reads "packed" (BERT).
 Network fuse_qkv_projections(const Network& network, WeightPool& pool);  // passes/fuse_qkv_projections.cpp
 
-// CUDA target: linear / quantized_linear / 2D conv (with a bias) followed by a residual add and/or an activation
-// (relu; for the linears also gelu, tanh-approximated or erf) becomes one layer with the "activation" attribute and the
-// residual as its last input (3; 4 for quantized_linear), as
+// CUDA target: linear / quantized_linear / 2D conv / quantized_conv (with a bias) followed by a residual add and/or an
+// activation (relu; for the linears also gelu, tanh-approximated or erf) becomes one layer with the "activation"
+// attribute and the residual as its last input (3; 4 for the quantized ones), as
 // cuBLASLt, CUTLASS (erf GELU on sm_90; elsewhere a kernel after cuBLASLt's product) and cuDNN epilogues compute it.
 // conv takes a residual only when an activation follows (cuDNN's fused form).
 Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
 
-// CUDA target: a quantized_linear whose result only a quantize with one constant scale reads becomes one
-// quantized_linear with that quantize in its epilogue (attribute quantize_to, the scale as input 5): the product's
-// result stays quantized for the next quantized product, never written in float. A layer_norm read by such a quantize
-// (and possibly by others) gets quantize_to, the scale as input 3 and the quantized result as a second output. Run
-// after fuse_epilogues.
+// CUDA target: a quantized_linear (quantized_conv) whose result only a quantize with one constant scale reads becomes
+// one quantized_linear (quantized_conv) with that quantize in its epilogue (attribute quantize_to, the scale as input
+// 5): the product's result stays quantized for the next quantized product, never written in float. A layer_norm read by
+// such a quantize (and possibly by others) gets quantize_to, the scale as input 3 and the quantized result as a second
+// output. Run after fuse_epilogues.
 Network fuse_quantized_outputs(const Network& network);  // passes/quantized_products.cpp
 
-// CUDA target: f16/bf16 2D convolutions run channels last (NHWC, where cuDNN's tensor-core kernels need no
-// workspace); max_pool2d and global_avg_pool read channels-last inputs directly, and transposes are inserted only
-// where channels-first tensors enter or leave. Weights are permuted here, once. A convolution (groups 1) whose input
-// channels are not a multiple of 8 (an image's 3) reads them padded with zero channels (a pad layer) and gets a weight
-// padded to match, so that cuDNN's tensor-core kernels take it.
+// CUDA target: f16/bf16 2D convolutions and 2D quantized_convs run channels last (NHWC, where cuDNN's tensor-core
+// kernels need no workspace); max_pool2d, global_avg_pool and a quantize with one scale read channels-last inputs
+// directly, and transposes are inserted only where channels-first tensors enter or leave. Weights are permuted here,
+// once. A convolution (groups 1) whose input channels are not a multiple of 16 bytes (8 f16 channels, 16 i8: an
+// image's 3) reads them padded with zero channels (a pad layer) and gets a weight padded to match, so that cuDNN's
+// tensor-core kernels take it.
 Network to_channels_last(const Network& network, WeightPool& pool);  // passes/channels_last.cpp
 
 // CUDA target: an attention between head transposes ([B, S, H, D] -> [B, H, S, D] on q, k, v and back on its

@@ -1,6 +1,6 @@
-// Builder passes: a linear between dequantizes (explicit quantization's pattern) becomes one quantized_linear, and a
-// quantize after a quantized_linear or a layer_norm becomes part of that layer (its result stays quantized for the next
-// product).
+// Builder passes: a linear or conv between dequantizes (explicit quantization's pattern) becomes one quantized_linear
+// or quantized_conv, and a quantize after one of those or after a layer_norm becomes part of that layer (its result
+// stays quantized for the next product).
 #include <fmt/format.h>
 
 #include <optional>
@@ -48,18 +48,24 @@ std::optional<Scale> constant_scale(const graph::Graph& g, const graph::Layer& d
   return s;
 }
 
-// What replaces one linear: its quantized operands and the combined scale per output feature.
+// A conv with fewer input channels (an image's 3: a CNN's stem) stays a float conv on its dequantized operands: with so
+// few channels per tap, cuDNN's i8 kernels were 5.8x slower than its f16 ones on the H200 (ResNet-50's stem at batch
+// 256: 7.10 ms against 1.23 ms).
+constexpr std::int64_t kMinQuantizedConvChannels = 16;
+
+// What replaces one linear or conv: its quantized operands and the combined scale per output feature (channel).
 struct Lowering {
   std::int32_t x = -1;  // the quantized activation (the dequantize's input)
   std::int32_t weight = -1;
   std::vector<double> scale;  // x's scale times the weight's, per output feature
 };
 
-// A linear (any epilogue) whose x and weight are dequantizes of the same quantized type: x's with one scale, the
-// weight's a constant [out, in] with one scale or one per output feature (axis 0); both scales constant.
-std::optional<Lowering> lowering_of(const graph::Graph& g, const graph::Layer& linear) {
-  const graph::Layer* dx = dequantize_of(g, linear.inputs[0]);
-  const graph::Layer* dw = dequantize_of(g, linear.inputs[1]);
+// A linear or conv (any epilogue) whose x and weight are dequantizes of the same quantized type: x's with one scale,
+// the weight's a constant ([out, in], or conv's [out, in/groups, k...]) with one scale or one per output feature
+// (axis 0); both scales constant.
+std::optional<Lowering> lowering_of(const graph::Graph& g, const graph::Layer& product) {
+  const graph::Layer* dx = dequantize_of(g, product.inputs[0]);
+  const graph::Layer* dw = dequantize_of(g, product.inputs[1]);
   if (dx == nullptr || dw == nullptr) return std::nullopt;
   const DataType type = g.tensor(dx->inputs[0]).dtype;
   if (!is_quantized(type) || g.tensor(dw->inputs[0]).dtype != type || !is_constant(g, dw->inputs[0])) {
@@ -69,7 +75,8 @@ std::optional<Lowering> lowering_of(const graph::Graph& g, const graph::Layer& l
   const std::optional<Scale> sw = constant_scale(g, *dw);
   if (!sx || !sw || sx->values.size() != 1) return std::nullopt;
   const Dims wdims = g.static_dims(dw->inputs[0]);
-  if (wdims.rank() != 2) return std::nullopt;
+  if (wdims.rank() != (product.op == "linear" ? 2 : 4)) return std::nullopt;  // conv: 2D only
+  if (product.op == "conv" && g.static_dims(product.inputs[0])[1] < kMinQuantizedConvChannels) return std::nullopt;
   const auto features = static_cast<std::size_t>(wdims[0]);
   if (sw->values.size() != 1 && sw->axis != 0) return std::nullopt;  // a scale along `in` can't leave the sum
   Lowering lowering{dx->inputs[0], dw->inputs[0], std::vector<double>(features)};
@@ -86,7 +93,8 @@ Network lower_quantized_products(const Network& network, WeightPool& pool) {
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
   for (const auto& layer : g.layers) {
-    const std::optional<Lowering> lowering = layer.op == "linear" ? lowering_of(g, layer) : std::optional<Lowering>{};
+    const bool product = layer.op == "linear" || layer.op == "conv";
+    const std::optional<Lowering> lowering = product ? lowering_of(g, layer) : std::optional<Lowering>{};
     if (!lowering) {
       rewriter.copy_layer(layer);
       continue;
@@ -101,7 +109,7 @@ Network lower_quantized_products(const Network& network, WeightPool& pool) {
     while (!inputs.back().valid()) inputs.pop_back();
     Attributes attrs = layer.attrs;
     attrs["to"] = std::string(to_string(g.tensor(layer.outputs[0]).dtype));
-    rewriter.add_named_layer(layer, "quantized_linear", inputs, attrs);
+    rewriter.add_named_layer(layer, layer.op == "linear" ? "quantized_linear" : "quantized_conv", inputs, attrs);
   }
   return remove_dead_layers(rewriter.finish());
 }
@@ -113,11 +121,12 @@ bool quantizes_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
   return layer.op == "quantize" && is_constant(g, layer.inputs[1]) && g.tensor(layer.inputs[1]).shape.empty();
 }
 
-// The quantize a layer can take into its epilogue, when there is one: for a quantized_linear the only reader of its
-// float result; for a layer_norm the first per-tensor quantize among the readers of its result (the others keep
-// reading the float result, which the layer still writes).
+// The quantize a layer can take into its epilogue, when there is one: for a quantized_linear or quantized_conv the only
+// reader of its float result; for a layer_norm the first per-tensor quantize among the readers of its result (the
+// others keep reading the float result, which the layer still writes).
 const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& uses, const graph::Layer& layer) {
-  if (layer.op == "quantized_linear" && layer.inputs.size() <= 5) {  // input 5: already quantized
+  const bool product = layer.op == "quantized_linear" || layer.op == "quantized_conv";
+  if (product && layer.inputs.size() <= 5) {  // input 5: already quantized
     const TensorUse* use = uses.only_reader(layer.outputs[0]);
     if (use == nullptr || use->position != 0 || !quantizes_per_tensor(g, g.layers[use->layer])) return nullptr;
     return &g.layers[use->layer];
@@ -153,9 +162,9 @@ Network fuse_quantized_outputs(const Network& network) {
       continue;
     }
     const graph::Layer& quantize = g.layers[static_cast<std::size_t>(quantize_of[l])];
-    // The scale goes after the layer's optional inputs: quantized_linear's bias and residual, layer_norm's weight and
-    // bias.
-    const std::size_t scale_input = layer.op == "quantized_linear" ? 5 : 3;
+    // The scale goes after the layer's optional inputs: the quantized products' bias and residual, layer_norm's weight
+    // and bias.
+    const std::size_t scale_input = layer.op == "layer_norm" ? 3 : 5;
     std::vector<Tensor> inputs;
     for (std::size_t i = 0; i < scale_input; ++i) {
       inputs.push_back(i < layer.inputs.size() ? rewriter.get(layer.inputs[i]) : Tensor{});

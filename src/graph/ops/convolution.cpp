@@ -1,7 +1,10 @@
 // Op definitions (inputs, attributes, dtype and shape inference) of the convolution family.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "graph/op_def.hpp"
+#include "graph/ops/quantized_output_checks.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -52,10 +55,22 @@ void require_nonempty_spatial(InferContext& ctx, const TensorType& x) {
   }
 }
 
-void check_bias(InferContext& ctx, const TensorType& x, DimId channels) {
-  if (!ctx.has_input(2)) return;
-  const TensorType& bias = ctx.input(2, "bias");
-  ctx.require_same_dtype(x, bias);
+// What sets quantized_conv apart from conv: x and weight i8 or f8e4m3, an f32 scale per output channel at input 2, so
+// that bias and residual come one input later, in the result's dtype `to`.
+struct ConvForm {
+  bool quantized = false;
+  DataType result = DataType::kF32;  // quantized_conv's `to` (conv's result has x's dtype)
+  std::size_t bias = 2;              // the bias's input; the residual's is the next one
+};
+
+void check_bias(InferContext& ctx, const ConvForm& form, const TensorType& x, DimId channels) {
+  if (!ctx.has_input(form.bias)) return;
+  const TensorType& bias = ctx.input(form.bias, "bias");
+  if (form.quantized) {
+    ctx.require_dtype(bias, {form.result}, "bias");
+  } else {
+    ctx.require_same_dtype(x, bias);
+  }
   ctx.require_rank(bias, 1, "bias");
   ctx.require_equal(bias.shape[0], channels,
                     fmt::format("bias '{}' has shape {} but the output has {} channels", bias.name,
@@ -64,8 +79,13 @@ void check_bias(InferContext& ctx, const TensorType& x, DimId channels) {
 
 // The checks conv and conv_transpose2d share: dtypes, ranks, non-empty channels and spatial dims,
 // input channels divisible by groups. Each caller checks how weight's channel dims match x's.
-void check_conv_common(InferContext& ctx, const TensorType& x, const TensorType& weight, std::int64_t groups) {
-  ctx.require_dtype(x, kFloatTypes, "x");
+void check_conv_common(InferContext& ctx, const TensorType& x, const TensorType& weight, std::int64_t groups,
+                       bool quantized = false) {
+  if (quantized) {
+    ctx.require_dtype(x, {DataType::kI8, DataType::kF8E4M3}, "x");
+  } else {
+    ctx.require_dtype(x, kFloatTypes, "x");
+  }
   ctx.require_same_dtype(x, weight);
   if (weight.rank() != x.rank()) {
     ctx.fail(fmt::format("weight '{}' has shape {} but x '{}' has shape {}: weight must have rank {}", weight.name,
@@ -104,15 +124,20 @@ TensorType to_channels_first(const TensorType& t) {
 std::vector<DimId> to_channels_last(const std::vector<DimId>& s) { return {s[0], s[2], s[3], s[1]}; }
 
 // conv's fused epilogue (made by the builder): activation "none" or "relu" applied to conv + bias + residual, where
-// the optional input 3 `residual` has the output's dtype and shape.
-void check_conv_epilogue(InferContext& ctx, const TensorType& x, const std::vector<DimId>& out_shape) {
+// the optional residual (input 3; quantized_conv's 4) has the output's dtype and shape.
+void check_conv_epilogue(InferContext& ctx, const ConvForm& form, const TensorType& x,
+                         const std::vector<DimId>& out_shape) {
   const std::string activation = ctx.get_string("activation", "none");
   if (activation != "none" && activation != "relu") {
     ctx.fail(fmt::format("attribute 'activation' must be \"none\" or \"relu\", not \"{}\"", activation));
   }
-  if (!ctx.has_input(3)) return;
-  const TensorType& residual = ctx.input(3, "residual");
-  ctx.require_same_dtype(x, residual);
+  if (!ctx.has_input(form.bias + 1)) return;
+  const TensorType& residual = ctx.input(form.bias + 1, "residual");
+  if (form.quantized) {
+    ctx.require_dtype(residual, {form.result}, "residual");
+  } else {
+    ctx.require_same_dtype(x, residual);
+  }
   if (residual.rank() != static_cast<int>(out_shape.size())) {
     ctx.fail(fmt::format("residual '{}' has shape {} but the output has shape {}", residual.name,
                          ctx.shape_string(residual.shape), ctx.shape_string(out_shape)));
@@ -124,11 +149,12 @@ void check_conv_epilogue(InferContext& ctx, const TensorType& x, const std::vect
   }
 }
 
-std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, const TensorType& weight);
+std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const ConvForm& form, const TensorType& x,
+                                        const TensorType& weight);
 
 // x [N, C, L] or [N, C, H, W] (or [N, H, W, C] with layout "nhwc"), weight [O, C/groups, k...] (or [O, kh, kw,
 // C/groups]), bias [O], residual shaped as the output.
-std::vector<OutputType> infer_conv(InferContext& ctx) {
+std::vector<OutputType> infer_conv_form(InferContext& ctx, const ConvForm& form) {
   const TensorType& x = ctx.input(0, "x");
   const TensorType& weight = ctx.input(1, "weight");
   std::vector<OutputType> out;
@@ -139,16 +165,40 @@ std::vector<OutputType> infer_conv(InferContext& ctx) {
                       "{}, weight '{}' has shape {}",
                       x.name, ctx.shape_string(x.shape), weight.name, ctx.shape_string(weight.shape)));
     }
-    out = infer_conv_nchw(ctx, to_channels_first(x), to_channels_first(weight));
+    out = infer_conv_nchw(ctx, form, to_channels_first(x), to_channels_first(weight));
     out[0].shape = to_channels_last(out[0].shape);
   } else {
-    out = infer_conv_nchw(ctx, x, weight);
+    out = infer_conv_nchw(ctx, form, x, weight);
   }
-  check_conv_epilogue(ctx, x, out[0].shape);
+  check_conv_epilogue(ctx, form, x, out[0].shape);
   return out;
 }
 
-std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, const TensorType& weight) {
+std::vector<OutputType> infer_conv(InferContext& ctx) { return infer_conv_form(ctx, ConvForm{}); }
+
+// conv of i8 or f8e4m3 x and weight (the same type), the sum scaled per output channel by scale[O] (f32), then bias,
+// residual and activation as conv's, in `to` (a float type), or, with `quantize_to` and output_scale (input 5, an f32
+// scalar), quantized by that scale to i8 or f8e4m3. The builder's lowering of a conv between dequantizes
+// (builder::lower_quantized_products) and of a quantize after it (builder::fuse_quantized_outputs).
+std::vector<OutputType> infer_quantized_conv(InferContext& ctx) {
+  const DataType to = ctx.get_dtype("to", DataType::kF32);
+  if (to != DataType::kF32 && to != DataType::kF16 && to != DataType::kBF16) {
+    ctx.fail(fmt::format("attribute 'to' must be f32, f16 or bf16, not {}", to_string(to)));
+  }
+  std::vector<OutputType> out = infer_conv_form(ctx, ConvForm{true, to, 3});
+  const TensorType& weight = ctx.input(1, "weight");
+  const TensorType& scale = ctx.input(2, "scale");
+  ctx.require_dtype(scale, {DataType::kF32}, "scale");
+  ctx.require_rank(scale, 1, "scale");
+  ctx.require_equal(scale.shape[0], weight.shape[0],
+                    fmt::format("scale '{}' has shape {} but weight '{}' has {} output channels", scale.name,
+                                ctx.shape_string(scale.shape), weight.name, ctx.dim_string(weight.shape[0])));
+  if (const std::optional<DataType> quantized = quantized_output_type(ctx, 5)) out[0].dtype = *quantized;
+  return out;
+}
+
+std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const ConvForm& form, const TensorType& x,
+                                        const TensorType& weight) {
   if (x.rank() != 3 && x.rank() != 4) {
     ctx.fail(fmt::format("x '{}' must have rank 3 ([N, C, L]) or 4 ([N, C, H, W]), but has shape {}", x.name,
                          ctx.shape_string(x.shape)));
@@ -158,7 +208,7 @@ std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, 
   const auto padding = spatial_list(ctx, "padding", filled(spatial, 0), 0);
   const auto dilation = spatial_list(ctx, "dilation", filled(spatial, 1), 1);
   const std::int64_t groups = positive_int(ctx, "groups", 1);
-  check_conv_common(ctx, x, weight, groups);
+  check_conv_common(ctx, x, weight, groups, form.quantized);
 
   const DimId out_channels = weight.shape[0];
   ctx.require_equal(
@@ -170,7 +220,7 @@ std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, 
     ctx.fail(fmt::format("weight '{}' has {} output channels, which is not divisible by groups = {}", weight.name, *o,
                          groups));
   }
-  check_bias(ctx, x, out_channels);
+  check_bias(ctx, form, x, out_channels);
 
   DimPool& d = ctx.dims();
   std::vector<DimId> shape = {x.shape[0], out_channels};
@@ -189,7 +239,7 @@ std::vector<OutputType> infer_conv_nchw(InferContext& ctx, const TensorType& x, 
     }
     shape.push_back(d.add(d.floor_div(d.sub(padded, span), d.constant(stride[s])), d.constant(1)));
   }
-  return {OutputType{x.dtype, std::move(shape)}};
+  return {OutputType{form.quantized ? form.result : x.dtype, std::move(shape)}};
 }
 
 // x [N, C, H, W], weight [C, O/groups, kh, kw] (PyTorch's layout), bias [O].
@@ -215,7 +265,7 @@ std::vector<OutputType> infer_conv_transpose2d(InferContext& ctx) {
                   weight.name, ctx.shape_string(weight.shape), x.name, ctx.shape_string(x.shape)));
   DimPool& d = ctx.dims();
   const DimId out_channels = d.mul(weight.shape[1], d.constant(groups));
-  check_bias(ctx, x, out_channels);
+  check_bias(ctx, ConvForm{}, x, out_channels);
 
   std::vector<DimId> shape = {x.shape[0], out_channels};
   for (std::size_t s = 0; s < 2; ++s) {
@@ -333,6 +383,13 @@ void register_convolution_ops(std::vector<OpDef>& ops) {
                       {"stride", "padding", "dilation", "groups", "activation", "layout"},
                       infer_conv,
                       "1D/2D convolution (NCL/NCHW or NHWC), weight [O, C/groups, k...]; fused residual and relu"});
+  ops.push_back(OpDef{"quantized_conv",
+                      3,
+                      6,
+                      {"stride", "padding", "dilation", "groups", "activation", "layout", "to", "quantize_to"},
+                      infer_quantized_conv,
+                      "conv of i8 or f8e4m3 x and weight scaled per output channel by scale[O], + bias + residual, "
+                      "activation; result in `to`, or quantized by output_scale to `quantize_to`"});
   ops.push_back(OpDef{"conv_transpose2d",
                       2,
                       3,

@@ -1,5 +1,6 @@
-// The checks of a layer that quantizes its own result (quantized_linear's and layer_norm's attribute `quantize_to`
-// with an output scale input), shared by their definitions (quantization.cpp, normalization.cpp).
+// The checks of a layer that quantizes its own result (quantized_linear's, quantized_conv's and layer_norm's attribute
+// `quantize_to` with an output scale input), shared by their definitions (quantization.cpp, convolution.cpp,
+// normalization.cpp).
 #pragma once
 
 #include <fmt/format.h>

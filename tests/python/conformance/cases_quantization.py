@@ -400,6 +400,160 @@ def qdq_layer_norm_cases():
     return cases
 
 
+def quantized_convolution(xq, wq, scale, bias=None, residual=None, relu=False, stride=1, padding=0, groups=1):
+    """relu(scale[o] * conv2d(xq, wq) + bias + residual), all float64: the quantized convolution's math."""
+    y = torch.nn.functional.conv2d(xq.to(torch.float64), wq.to(torch.float64), stride=stride, padding=padding,
+                                   groups=groups)
+    y = y * scale.to(torch.float64).reshape(1, -1, 1, 1)
+    if bias is not None:
+        y = y + bias.to(torch.float64).reshape(1, -1, 1, 1)
+    if residual is not None:
+        y = y + residual.to(torch.float64)
+    return torch.relu(y) if relu else y
+
+
+def quantized_conv_cases():
+    """quantized_conv itself (the op the builder lowers a conv between dequantizes to), channels first as written; the
+    CUDA target runs it channels last (the i8 input transposed there). i8 operands as network inputs and weights;
+    f8e4m3 ones quantized inside the network. Channels that are multiples of 16 with an f16 result are what cuDNN's
+    plans take; grouped and odd-channel problems may run the direct kernel."""
+    cases = []
+
+    def i8_case(name, n, c, hw, o, k, out, stride=1, padding=0, groups=1, bias=True, residual=False, relu=False):
+        dtype = FLOATS[out]
+        oh = (hw + 2 * padding - k) // stride + 1
+        inputs = {"xq": torch.randint(-128, 128, (n, c, hw, hw), dtype=torch.int8)}
+        weights = {"w": torch.randint(-127, 128, (o, c // groups, k, k), dtype=torch.int8),
+                   "s": scales(o, low=1e-4, high=1e-3)}
+        names = ["xq", "w", "s", "b" if bias else None]
+        if bias:
+            weights["b"] = rand(o, dtype=dtype)
+        if residual:
+            inputs["r"] = rand(n, o, oh, oh, dtype=dtype)
+            names.append("r")
+        while names[-1] is None:
+            names.pop()
+        attrs = {"to": out, "stride": [stride, stride], "padding": [padding, padding], "groups": groups}
+        if relu:
+            attrs["activation"] = "relu"
+
+        def ref(t):
+            return {"y": quantized_convolution(t["xq"], t["w"], t["s"], t.get("b"), t.get("r"), relu, stride, padding,
+                                               groups)}
+
+        cases.append(Case(name, [layer("quantized_conv", names, **attrs)], inputs, ref, weights=weights))
+
+    i8_case("quantized_conv_i8_3x3_relu_f16", 2, 32, 9, 32, 3, "f16", padding=1, relu=True)
+    i8_case("quantized_conv_i8_1x1_stride2_no_bias_f32", 2, 16, 8, 48, 1, "f32", stride=2, bias=False)
+    i8_case("quantized_conv_i8_residual_relu_bf16", 1, 64, 7, 32, 3, "bf16", padding=1, residual=True, relu=True)
+    i8_case("quantized_conv_i8_residual_relu_f16", 3, 16, 6, 64, 1, "f16", residual=True, relu=True)
+    i8_case("quantized_conv_i8_grouped_f16", 2, 8, 7, 12, 3, "f16", padding=1, groups=2)
+    i8_case("quantized_conv_i8_three_channels_stride2_f16", 2, 3, 15, 16, 7, "f16", stride=2, padding=3, relu=True)
+    i8_case("quantized_conv_i8_empty_batch_f16", 0, 16, 5, 16, 3, "f16", padding=1)
+
+    def f8_case(name, n, c, hw, o, k, out, padding=0, relu=False):
+        dtype = FLOATS[out]
+        inputs = {"x": rand(n, c, hw, hw, dtype=dtype, low=-6, high=6)}
+        weights = {"wf": rand(o, c, k, k, low=-1, high=1), "sw": scales(o, low=1 / 448, high=2 / 448),
+                   "s": scales(o, low=1e-3, high=1e-2), "b": rand(o, dtype=dtype)}
+        attrs = {"to": out, "padding": [padding, padding]}
+        if relu:
+            attrs["activation"] = "relu"
+        layers = [layer("quantize", ["x", "sx"], "xq", to="f8e4m3"),
+                  layer("quantize", ["wf", "sw"], "w", to="f8e4m3", axis=0),
+                  layer("quantized_conv", ["xq", "w", "s", "b"], **attrs)]
+
+        def ref(t):
+            xq = quantize_e4m3(t["x"], t["sx"])
+            wq = quantize_e4m3(t["wf"], t["sw"], 0)
+            return {"y": quantized_convolution(xq, wq, t["s"], t["b"], None, relu, 1, padding)}
+
+        cases.append(Case(name, layers, inputs, ref, weights=weights, outputs=["y"], inline={"sx": ([0.05], "f32", [])}))
+
+    f8_case("quantized_conv_f8e4m3_3x3_relu_f16", 2, 32, 8, 32, 3, "f16", padding=1, relu=True)
+    f8_case("quantized_conv_f8e4m3_1x1_f32", 2, 16, 5, 24, 1, "f32")
+
+    # Results quantized again (`quantize_to`, what fuse_quantized_outputs makes of a quantize after the convolution):
+    # the float64 value divided by output_scale and quantized once; i8 one step off at most (max_abs 1), f8e4m3
+    # compared dequantized.
+    def quantized_output_case(name, q, to, relu):
+        dtype = FLOATS[to]
+        c, o = 32, 48
+        top = 127 if q == "i8" else 448
+        inputs = {"x": rand(2, c, 7, 7, dtype=dtype, low=-3, high=3)}
+        weights = {"wf": rand(o, c, 3, 3, low=-1, high=1), "b": rand(o, dtype=dtype, low=-2, high=2),
+                   "sw": scales(o, low=1 / top, high=1.2 / top),
+                   "s": scales(o, low=5e-5, high=1e-4) if q == "i8" else scales(o, low=5e-6, high=1e-5)}
+        out = "y" if q == "i8" else "yq"
+        attrs = {"to": to, "padding": [1, 1], "quantize_to": q}
+        if relu:
+            attrs["activation"] = "relu"
+        layers = [layer("quantize", ["x", "sx"], "xq", to=q), layer("quantize", ["wf", "sw"], "w", to=q, axis=0),
+                  layer("quantized_conv", ["xq", "w", "s", "b", None, "so"], out, **attrs)]
+        if q != "i8":
+            layers.append(layer("dequantize", ["yq", "so"], "y", to="f32"))
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+
+        def ref(t):
+            xq, wq = quant(t["x"], t["sx"]), quant(t["wf"], t["sw"], 0)
+            yq = quant(quantized_convolution(xq, wq, t["s"], t["b"], None, relu, 1, 1), t["so"])
+            return {"y": yq if q == "i8" else dequantize(yq, t["so"], torch.float32)}
+
+        so = 1 / 16 if q == "i8" else 1 / 64  # powers of two: the same in f32 and float64
+        cases.append(Case(name, layers, inputs, ref, weights=weights, outputs=["y"],
+                          inline={"sx": ([1 / 16 if q == "i8" else 1 / 128], "f32", []), "so": ([so], "f32", [])},
+                          max_abs=1 if q == "i8" else None, tolerance=None if q == "i8" else 5e-3))
+
+    quantized_output_case("quantized_conv_i8_to_i8_relu_f16", "i8", "f16", True)
+    quantized_output_case("quantized_conv_i8_to_i8_f32", "i8", "f32", False)
+    quantized_output_case("quantized_conv_f8e4m3_to_f8e4m3_relu_f16", "f8e4m3", "f16", True)
+    return cases
+
+
+def qdq_conv_cases():
+    """The explicit-quantization pattern around convolutions, as tensoracle calibrate writes a CNN: quantize ->
+    dequantize on each conv's input, a dequantize of the per-channel quantized weight, and a ResNet block's shape (conv
+    -> relu -> conv, + the block's input, relu). The builder lowers each conv to quantized_conv; on CUDA the relu and
+    the residual join the second conv's epilogue and the quantize between the convs runs channels last. The reference
+    is the pattern's own math in float64; an engine that rounds the first conv's result to f16 before quantizing it may
+    put a few values one step away (tolerance 1e-2)."""
+    cases = []
+    for q in ("i8", "f8e4m3"):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        top = 127 if q == "i8" else 448
+        c = 32
+        weights = {"w1": rand(c, c, 3, 3, low=-1, high=1), "w2": rand(c, c, 3, 3, low=-1, high=1),
+                   "b1": rand(c, dtype=torch.float16), "b2": rand(c, dtype=torch.float16),
+                   "sw1": scales(c, low=1 / top, high=1.2 / top), "sw2": scales(c, low=1 / top, high=1.2 / top)}
+        sx, sh = f32(2 / top), f32(16 / top)
+        pad = {"padding": [1, 1]}
+        layers = [
+            layer("quantize", ["w1", "sw1"], "w1q", to=q, axis=0),
+            layer("quantize", ["w2", "sw2"], "w2q", to=q, axis=0),
+            layer("quantize", ["x", "sx"], "xq", to=q),
+            layer("dequantize", ["xq", "sx"], "xd", to="f16"),
+            layer("dequantize", ["w1q", "sw1"], "w1d", to="f16", axis=0),
+            layer("conv", ["xd", "w1d", "b1"], "h", **pad),
+            layer("relu", ["h"], "hr"),
+            layer("quantize", ["hr", "sh"], "hq", to=q),
+            layer("dequantize", ["hq", "sh"], "hd", to="f16"),
+            layer("dequantize", ["w2q", "sw2"], "w2d", to="f16", axis=0),
+            layer("conv", ["hd", "w2d", "b2"], "h2", **pad),
+            layer("add", ["h2", "x"], "s"),
+            layer("relu", ["s"], "y"),
+        ]
+
+        def ref(t, quant=quant):
+            w1q, w2q = quant(t["w1"], t["sw1"], 0), quant(t["w2"], t["sw2"], 0)
+            h = quantized_convolution(quant(t["x"], t["sx"]), w1q, t["sx"] * t["sw1"], t["b1"], None, True, 1, 1)
+            return {"y": quantized_convolution(quant(h, t["sh"]), w2q, t["sh"] * t["sw2"], t["b2"], t["x"], True, 1, 1)}
+
+        x = rand(2, c, 10, 10, dtype=torch.float16, low=-2, high=2)
+        cases.append(Case(f"qdq_conv_block_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+                          inline={"sx": ([sx], "f32", []), "sh": ([sh], "f32", [])}, tolerance=1e-2))
+    return cases
+
+
 def cases():
     return (quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + quantized_output_cases() +
-            qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases())
+            qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases() + quantized_conv_cases() + qdq_conv_cases())

@@ -1,7 +1,8 @@
 // The quantized kernels run directly through their registry entries: every quantized_linear entry (the tiled kernel
 // and CUTLASS's sm_90 i8 and e4m3 products, f16 results and results quantized again) against a double-precision
 // reference of the same quantized operands, with fixed and caller-bound (also misaligned) buffers; the vector quantize
-// kernels bit for bit against the element kernels, exact ties and specials included.
+// kernels bit for bit against the element kernels, exact ties and specials included; both quantized_conv entries
+// against a double reference.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -71,7 +72,7 @@ void run_step(const std::string& kernel, const Network& net, std::vector<DeviceT
   } catch (const Error& e) {
     FAIL() << kernel << " did not prepare: " << e.what();
   }
-  for (std::size_t i = 0; i < bind_inputs.size(); ++i) {
+  for (std::size_t i = 0; i < bind_inputs.size() && i < launch.inputs.size(); ++i) {
     if (launch.inputs[i].caller_buffer) launch.inputs[i].data = bind_inputs[i];
   }
   if (launch.outputs[0].caller_buffer) launch.outputs[0].data = bind_output;
@@ -264,6 +265,169 @@ TEST(CudaQuantizedLinear, EveryEntryQuantizesItsResultAgain) {
           {"quantized_linear_f8e4m3_f8e4m3_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
       },
       144, true, [](DataType type) { return type == DataType::kI8 ? 1e-3 : 5e-2; });
+}
+
+// ---- quantized_conv ----
+
+// relu(scale[o] · conv3x3(x, w) + b[o] + r) of n x 8 x 8 x c quantized x (padding 1, stride 1) and c -> o filters,
+// channels last or first. An f16 result: returns rel-L2 against double. A result quantized again (by output scale
+// 4/127 or 4/448): expects every element within one step of the double value's quantization and returns the fraction
+// not equal to it.
+double quantized_conv_error(const std::string& kernel, DataType type, bool nhwc, Binding binding,
+                            bool quantized_output = false) {
+  const std::int64_t n = 2, c = 32, hw = 8, o = 48, k = 3;
+  std::mt19937 rng(static_cast<unsigned>(c + o + (nhwc ? 1 : 0)));
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
+  auto quantized = [&](std::size_t count) {
+    std::vector<std::uint8_t> v(count);
+    for (auto& b : v) {
+      b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
+                                : f32_to_f8e4m3_bits(f8(rng));
+    }
+    return v;
+  };
+  auto value = [&](std::uint8_t b) {
+    return type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
+  };
+  const auto xs = static_cast<std::size_t>(n * c * hw * hw), ws = static_cast<std::size_t>(o * c * k * k),
+             ys = static_cast<std::size_t>(n * o * hw * hw);
+  const std::vector<std::uint8_t> x = quantized(xs), w = quantized(ws);
+  const double typical = type == DataType::kI8 ? 73.0 * 73.0 : 140.0 * 140.0;
+  std::vector<float> scale(static_cast<std::size_t>(o));
+  for (auto& s : scale)
+    s = static_cast<float>((1.5 + unit(rng)) / (typical * std::sqrt(static_cast<double>(c * k * k))));
+  std::vector<std::uint16_t> bias(static_cast<std::size_t>(o)), residual(ys);
+  for (auto& b : bias) b = f32_to_f16_bits(0.5F * unit(rng));
+  for (auto& r : residual) r = f32_to_f16_bits(unit(rng));
+  // Index of (batch, channel, row, column) in either layout.
+  auto at = [&](std::int64_t b, std::int64_t ch, std::int64_t channels, std::int64_t i, std::int64_t j) {
+    return static_cast<std::size_t>(nhwc ? ((b * hw + i) * hw + j) * channels + ch
+                                         : ((b * channels + ch) * hw + i) * hw + j);
+  };
+  auto weight_at = [&](std::int64_t oc, std::int64_t ch, std::int64_t i, std::int64_t j) {
+    return static_cast<std::size_t>(nhwc ? ((oc * k + i) * k + j) * c + ch : ((oc * c + ch) * k + i) * k + j);
+  };
+  const Dims x_shape = nhwc ? Dims{n, hw, hw, c} : Dims{n, c, hw, hw};
+  const Dims w_shape = nhwc ? Dims{o, k, k, c} : Dims{o, c, k, k};
+  const Dims y_shape = nhwc ? Dims{n, hw, hw, o} : Dims{n, o, hw, hw};
+
+  Network net;
+  Tensor tx = net.add_input("x", type, x_shape);
+  Tensor tw = net.add_constant_copy(type, w_shape, w.data(), "w");
+  Tensor ts = net.add_constant_copy(DataType::kF32, {o}, scale.data(), "s");
+  Tensor tb = net.add_constant_copy(DataType::kF16, {o}, bias.data(), "b");
+  Tensor tr = net.add_input("r", DataType::kF16, y_shape);
+  const Attributes attrs = {{"to", std::string("f16")},
+                            {"activation", std::string("relu")},
+                            {"padding", std::vector<std::int64_t>{1, 1}},
+                            {"layout", std::string(nhwc ? "nhwc" : "nchw")}};
+  std::vector<Tensor> inputs = {tx, tw, ts, tb, tr};
+  Attributes layer_attrs = attrs;
+  const std::vector<float> output_scale = {type == DataType::kI8 ? 4.F / 127 : 4.F / 448};
+  if (quantized_output) {
+    inputs.push_back(net.add_constant_copy(DataType::kF32, {}, output_scale.data(), "so"));
+    layer_attrs["quantize_to"] = std::string(to_string(type));
+  }
+  net.mark_output(net.add_layer("quantized_conv", inputs, layer_attrs, "conv")[0], "y");
+
+  const std::size_t out_bytes = quantized_output ? 1 : 2;
+  DeviceBuffer dx(xs), dw(ws), ds(scale.size() * 4), db(bias.size() * 2), dr(ys * 2), dso(4), dy(ys * out_bytes);
+  upload(dx, x);
+  upload(dw, w);
+  upload(ds, scale);
+  upload(db, bias);
+  upload(dr, residual);
+  upload(dso, output_scale);
+  // f16 NaN, e4m3 NaN, i8 -128 (below any relu result): an unwritten element fails.
+  const int unwritten = quantized_output && type == DataType::kI8 ? 0x80 : 0xFF;
+  EXPECT_EQ(cudaMemset(dy.base, unwritten, ys * out_bytes + 64), cudaSuccess);
+  const bool caller = binding != Binding::kFixed;
+  void* y = dy.at(binding == Binding::kCallerMisaligned ? out_bytes : 0);
+  std::vector<DeviceTensor> device_inputs = {
+      tensor(type, x_shape, dx.base, caller), tensor(type, w_shape, dw.base, false),
+      tensor(DataType::kF32, {o}, ds.base, false), tensor(DataType::kF16, {o}, db.base, false),
+      tensor(DataType::kF16, y_shape, dr.base, caller)};
+  if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base, false));
+  run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, y_shape, y, caller)},
+           {dx.base, dw.base, ds.base, db.base, dr.base, dso.base}, y);
+  std::vector<std::uint16_t> got(ys);
+  std::vector<std::uint8_t> got_quantized(ys);
+  EXPECT_EQ(cudaMemcpy(quantized_output ? static_cast<void*>(got_quantized.data()) : static_cast<void*>(got.data()), y,
+                       ys * out_bytes, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::int64_t different = 0;
+  double num = 0, den = 0;
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (std::int64_t oc = 0; oc < o; ++oc) {
+      for (std::int64_t i = 0; i < hw; ++i) {
+        for (std::int64_t j = 0; j < hw; ++j) {
+          double sum = 0;
+          for (std::int64_t ch = 0; ch < c; ++ch) {
+            for (std::int64_t a = 0; a < k; ++a) {
+              for (std::int64_t e = 0; e < k; ++e) {
+                const std::int64_t ii = i - 1 + a, jj = j - 1 + e;
+                if (ii < 0 || ii >= hw || jj < 0 || jj >= hw) continue;
+                sum += value(x[at(b, ch, c, ii, jj)]) * value(w[weight_at(oc, ch, a, e)]);
+              }
+            }
+          }
+          const std::size_t out = at(b, oc, o, i, j);
+          double v = sum * scale[static_cast<std::size_t>(oc)] + f16_bits_to_f32(bias[static_cast<std::size_t>(oc)]) +
+                     f16_bits_to_f32(residual[out]);
+          v = v < 0 ? 0 : v;
+          if (quantized_output) {
+            const std::uint8_t want = quantize_host(type, v / output_scale[0]);
+            const int apart = steps_apart(type, got_quantized[out], want);
+            EXPECT_LE(apart, 1) << "at " << b << ", " << oc << ", " << i << ", " << j << ": got byte "
+                                << int{got_quantized[out]} << ", want " << int{want};
+            if (apart > 1) return std::numeric_limits<double>::infinity();
+            different += apart;
+            continue;
+          }
+          const double g = f16_bits_to_f32(got[out]);
+          if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
+          num += (g - v) * (g - v);
+          den += v * v;
+        }
+      }
+    }
+  }
+  return quantized_output ? static_cast<double>(different) / static_cast<double>(ys) : std::sqrt(num / den);
+}
+
+TEST(CudaQuantizedConv, EveryEntryComputesTheQuantizedConvolution) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  // cuDNN (channels last: a plan; channels first, and misaligned caller buffers: the direct kernel behind it) and the
+  // direct kernel as an entry of its own (channels first only).
+  for (const char* kernel : {"quantized_conv_any_cudnn", "quantized_conv_any_direct"}) {
+    for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+      for (bool nhwc : {true, false}) {
+        if (nhwc && std::string(kernel) == "quantized_conv_any_direct") continue;
+        for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
+          SCOPED_TRACE(std::string(kernel) + " " + std::string(to_string(type)) + (nhwc ? " nhwc" : " nchw") +
+                       " binding " + std::to_string(static_cast<int>(binding)));
+          EXPECT_LT(quantized_conv_error(kernel, type, nhwc, binding), 2e-3);
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaQuantizedConv, EveryEntryQuantizesItsResultAgain) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  // Within one step everywhere (checked inside); one step off only where the f32 value lies within its rounding of a
+  // boundary (i8: a few in ten thousand), or for e4m3 where the f32 sum is coarser than the grid near zero.
+  for (const char* kernel : {"quantized_conv_any_cudnn", "quantized_conv_any_direct"}) {
+    for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+      for (Binding binding : {Binding::kFixed, Binding::kCallerMisaligned}) {
+        SCOPED_TRACE(std::string(kernel) + " " + std::string(to_string(type)) + " binding " +
+                     std::to_string(static_cast<int>(binding)));
+        const bool nhwc = std::string(kernel) == "quantized_conv_any_cudnn";
+        EXPECT_LT(quantized_conv_error(kernel, type, nhwc, binding, true), type == DataType::kI8 ? 1e-3 : 5e-2);
+      }
+    }
+  }
 }
 
 // ---- quantize: the vector kernel against the element kernel ----

@@ -15,6 +15,7 @@
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/blas.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "backends/cpu/kernels/quantized_rounding.hpp"
 #include "core/bytes.hpp"
 
 namespace tensoracle::cpu {
@@ -87,31 +88,36 @@ HostTensor to_channels_first(const TensorRef& t) { return permute_channels(t, tr
 HostTensor to_channels_last(const TensorRef& t) { return permute_channels(t, false); }
 
 // out (channels first) = y + bias[channel]; for conv also the fused epilogue: + residual, then the activation. The
-// sum is rounded once, to out's dtype.
-void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vector<double> y, bool epilogue = false) {
-  if (ctx.has_input(2) && !y.empty()) {
-    const std::vector<double> bias = to_f64(ctx.input(2));
+// sum is rounded once, to out's dtype. The bias is input `bias_input` (conv's 2, quantized_conv's 3), the residual
+// the next one.
+void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vector<double> y, bool epilogue = false,
+                        std::size_t bias_input = 2, std::size_t output_scale_input = SIZE_MAX) {
+  if (ctx.has_input(bias_input) && !y.empty()) {
+    const std::vector<double> bias = to_f64(ctx.input(bias_input));
     const std::int64_t channels = out.shape[1], plane = out.shape[2] * (out.shape.rank() == 4 ? out.shape[3] : 1);
     for (std::size_t i = 0; i < y.size(); ++i) {
       y[i] += bias[static_cast<std::size_t>(static_cast<std::int64_t>(i) / plane % channels)];
     }
   }
-  if (epilogue && ctx.has_input(3)) {
-    HostTensor first = channels_last(ctx) ? to_channels_first(ctx.input(3)) : HostTensor();
-    const std::vector<double> residual = channels_last(ctx) ? to_f64(first) : to_f64(ctx.input(3));
+  if (epilogue && ctx.has_input(bias_input + 1)) {
+    const TensorRef& r = ctx.input(bias_input + 1);
+    HostTensor first = channels_last(ctx) ? to_channels_first(r) : HostTensor();
+    const std::vector<double> residual = channels_last(ctx) ? to_f64(first) : to_f64(r);
     for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i];
   }
   if (epilogue && ctx.get_string("activation", "none") == "relu") {
     for (double& v : y) v = v < 0.0 ? 0.0 : v;  // as the relu kernel
   }
+  // quantized_conv with `quantize_to`: the value quantized by output_scale, once, as quantize rounds.
+  if (ctx.has_input(output_scale_input)) quantize_in_place(y, to_f64(ctx.input(output_scale_input))[0], out.dtype);
   from_f64(out, y);
 }
 
 // ---- conv: per sample and group, im2col then weight [O/g, C/g·kh·kw] · cols [C/g·kh·kw, OH·OW] ----
 
-// x, w and out channels first.
+// The sums of conv (x, w and out channels first), before bias and epilogue.
 template <typename T>
-void conv(KernelContext& ctx, const TensorRef& x, const TensorRef& w, const TensorRef& out) {
+std::vector<double> conv_sums(KernelContext& ctx, const TensorRef& x, const TensorRef& w, const TensorRef& out) {
   const std::array<Axis, 2> axes = conv_axes(ctx, x.shape, w.shape, out.shape);
   const Axis &ah = axes[0], &aw = axes[1];
   const std::int64_t batch = x.shape[0], channels = x.shape[1], out_channels = out.shape[1];
@@ -145,7 +151,26 @@ void conv(KernelContext& ctx, const TensorRef& x, const TensorRef& w, const Tens
            y.data() + (n * out_channels + g * group_out) * out_plane);
     }
   }
-  add_bias_and_store(ctx, out, std::vector<double>(y.begin(), y.end()), true);
+  return std::vector<double>(y.begin(), y.end());
+}
+
+// x, w and out channels first.
+template <typename T>
+void conv(KernelContext& ctx, const TensorRef& x, const TensorRef& w, const TensorRef& out) {
+  add_bias_and_store(ctx, out, conv_sums<T>(ctx, x, w, out), true);
+}
+
+// quantized_conv, channels first: the sums of the i8 or f8e4m3 values in double (products and sums exact for i8,
+// within a double's rounding for f8e4m3), times scale[channel], then bias, residual and activation, rounded once (with
+// `quantize_to`: divided by output_scale and rounded onto the quantized grid, not rounded to `to` first).
+void quantized_conv(KernelContext& ctx, const TensorRef& x, const TensorRef& w, const TensorRef& out) {
+  std::vector<double> y = conv_sums<double>(ctx, x, w, out);
+  const std::vector<double> scale = to_f64(ctx.input(2));
+  const std::int64_t channels = out.shape[1], plane = out.shape[2] * out.shape[3];
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    y[i] *= scale[static_cast<std::size_t>(static_cast<std::int64_t>(i) / plane % channels)];
+  }
+  add_bias_and_store(ctx, out, std::move(y), true, 3, 5);
 }
 
 // ---- conv_transpose2d: per sample and group, cols = weightᵀ [O/g·kh·kw, C/g] · x [C/g, H·W], then col2im ----
@@ -194,23 +219,30 @@ void conv_transpose2d(KernelContext& ctx) {
 
 // f64 runs in double (dgemm); every other float dtype in float (sgemm, fp32 accumulation).
 // Channels last runs as channels first on permuted copies.
-void conv_kernel(KernelContext& ctx) {
-  const bool f64 = ctx.input(0).dtype == DataType::kF64;
-  if (!channels_last(ctx)) {
-    if (f64) return conv<double>(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
-    return conv<float>(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
-  }
+// Runs `run(x, w, out)` channels first: on the layer's tensors, or for layout "nhwc" on permuted copies.
+template <typename Run>
+void channels_first(KernelContext& ctx, Run run) {
+  if (!channels_last(ctx)) return run(ctx.input(0), ctx.input(1), ctx.output(0));
   HostTensor x = to_channels_first(ctx.input(0));
   HostTensor w = to_channels_first(ctx.input(1));
   const TensorRef& out = ctx.output(0);
   HostTensor y(out.dtype, Dims{out.shape[0], out.shape[3], out.shape[1], out.shape[2]});
-  if (f64) {
-    conv<double>(ctx, x, w, y);
-  } else {
-    conv<float>(ctx, x, w, y);
-  }
+  run(x, w, y);
   const HostTensor back = to_channels_last(y);
   copy_bytes(out.bytes.data(), back.bytes.data(), back.bytes.size());
+}
+
+void conv_kernel(KernelContext& ctx) {
+  const bool f64 = ctx.input(0).dtype == DataType::kF64;
+  channels_first(ctx, [&](const TensorRef& x, const TensorRef& w, const TensorRef& out) {
+    if (f64) return conv<double>(ctx, x, w, out);
+    conv<float>(ctx, x, w, out);
+  });
+}
+
+void quantized_conv_kernel(KernelContext& ctx) {
+  channels_first(ctx,
+                 [&](const TensorRef& x, const TensorRef& w, const TensorRef& out) { quantized_conv(ctx, x, w, out); });
 }
 
 void conv_transpose2d_kernel(KernelContext& ctx) {
@@ -387,6 +419,7 @@ void resize_kernel(KernelContext& ctx) {
 
 void register_convolution_kernels(std::vector<KernelEntry>& kernels) {
   kernels.push_back({"conv", conv_kernel});
+  kernels.push_back({"quantized_conv", quantized_conv_kernel});
   kernels.push_back({"conv_transpose2d", conv_transpose2d_kernel});
   kernels.push_back({"max_pool2d", max_pool2d_kernel});
   kernels.push_back({"avg_pool2d", avg_pool2d_kernel});

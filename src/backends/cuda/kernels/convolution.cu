@@ -48,12 +48,16 @@ namespace {
 using conv_family::Accum;
 using conv_family::ActivationDesc;
 using conv_family::all_dtype;
+using conv_family::binds_caller_buffer;
 using conv_family::channels_first_dims;
 using conv_family::channels_last;
 using conv_family::check_cudnn;
+using conv_family::conv_shape;
 using conv_family::ConvDesc;
+using conv_family::ConvShape;
 using conv_family::cudnn_type;
 using conv_family::FilterDesc;
+using conv_family::graph_aligned;
 using conv_family::is_refusal;
 using conv_family::list_value;
 using conv_family::load;
@@ -69,51 +73,6 @@ using kernels::layer_name;
 
 // cuDNN's scratch: what its convolution heuristics ask for at most in the common cases.
 constexpr std::size_t kCudnnWorkspaceBytes = std::size_t{64} << 20;
-
-// ---- convolution geometry ----
-
-// conv: x [n, c, h, w], weight [o, c/groups, kh, kw], y [n, o, oh, ow].
-// conv_transpose2d: x [n, c, h, w], weight [c, o/groups, kh, kw], y [n, o, oh, ow].
-// A 1D layer ([N, C, L]) is the 2D one with h = kh = oh = 1. Input position of output p and tap k along an axis:
-// p * stride - padding + k * dilation (conv); the same relation read the other way for conv_transpose2d.
-struct ConvShape {
-  std::int64_t n = 1, c = 1, h = 1, w = 1;
-  std::int64_t o = 1, kh = 1, kw = 1;
-  std::int64_t oh = 1, ow = 1;
-  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  std::int64_t groups = 1;
-};
-
-ConvShape conv_shape(const StepLaunch& launch) {
-  const bool last = channels_last(launch);
-  const Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
-  const Dims weight = last ? channels_first_dims(launch.inputs.at(1).shape) : launch.inputs.at(1).shape;
-  const Dims y = last ? channels_first_dims(launch.outputs.at(0).shape) : launch.outputs.at(0).shape;
-  if (x.rank() != 3 && x.rank() != 4) launch.attrs->fail("x must have rank 3 or 4 for the CUDA convolution kernels");
-  ConvShape s;
-  s.n = x[0];
-  s.c = x[1];
-  s.o = y[1];
-  s.groups = launch.attrs->get_int("groups", 1);
-  const int spatial = x.rank() - 2;
-  std::int64_t* in[2] = {&s.h, &s.w};
-  std::int64_t* kernel[2] = {&s.kh, &s.kw};
-  std::int64_t* out[2] = {&s.oh, &s.ow};
-  std::int64_t* stride[2] = {&s.sh, &s.sw};
-  std::int64_t* padding[2] = {&s.ph, &s.pw};
-  std::int64_t* dilation[2] = {&s.dh, &s.dw};
-  for (int i = 0; i < spatial; ++i) {
-    const auto axis = static_cast<std::size_t>(2 - spatial + i);
-    const auto a = static_cast<std::size_t>(i);
-    *in[axis] = x[i + 2];
-    *kernel[axis] = weight[i + 2];
-    *out[axis] = y[i + 2];
-    *stride[axis] = list_value(launch, "stride", a, 1);
-    *padding[axis] = list_value(launch, "padding", a, 0);
-    *dilation[axis] = list_value(launch, "dilation", a, 1);
-  }
-  return s;
-}
 
 __device__ __forceinline__ std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
@@ -484,17 +443,6 @@ AlgoChoice choose_algo(const StepLaunch& launch, cudnnHandle_t handle, CudnnConv
   return {};
 }
 
-// Whether every data pointer of the launch is 16-byte aligned (what the graph plans are built for; the builder's
-// arena and weights always are, a caller's binding may not be). When the step is prepared, a caller's buffer is
-// nullptr: what this tests then is the pointers known already.
-bool graph_aligned(const StepLaunch& launch) {
-  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  for (const DeviceTensor& t : launch.inputs) {
-    if (!aligned(t.data)) return false;
-  }
-  return aligned(launch.outputs.at(0).data);
-}
-
 // Whether a forward convolution runs as a cuDNN graph plan: f16/bf16 2D problems.
 bool graph_eligible(const StepLaunch& launch) {
   const DataType dtype = launch.inputs.at(0).dtype;
@@ -506,19 +454,12 @@ ConvGraphProblem graph_problem(const StepLaunch& launch, const ConvShape& s) {
   p.n = s.n, p.c = s.c, p.h = s.h, p.w = s.w, p.o = s.o, p.kh = s.kh, p.kw = s.kw, p.oh = s.oh, p.ow = s.ow;
   p.sh = s.sh, p.sw = s.sw, p.ph = s.ph, p.pw = s.pw, p.dh = s.dh, p.dw = s.dw, p.groups = s.groups;
   p.type = launch.inputs.at(0).dtype == DataType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  p.output_type = p.type;
   p.nhwc = channels_last(launch);
   p.bias = input_present(launch, 2);
   p.residual = input_present(launch, 3);
   p.relu = launch.attrs->get_string("activation", "none") == "relu";
   return p;
-}
-
-// Whether a launch binds a caller's buffer (whose alignment is only known then).
-bool binds_caller_buffer(const StepLaunch& launch) {
-  for (const DeviceTensor& t : launch.inputs) {
-    if (t.caller_buffer) return true;
-  }
-  return launch.outputs.at(0).caller_buffer;
 }
 
 // The plan of the cuDNN entries. Prepared: the graph plan (f16/bf16 conv whose known pointers are 16-byte aligned)
@@ -614,8 +555,8 @@ void launch_conv_cudnn(const StepLaunch& launch, const CudnnConvPlan& plan) {
     const auto data = [&](std::size_t i) -> const void* {
       return i < launch.inputs.size() ? launch.inputs[i].data : nullptr;
     };
-    return check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), data(2), data(3), launch.outputs.at(0).data,
-                                           launch.workspace),
+    return check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), nullptr, data(2), data(3), nullptr,
+                                           launch.outputs.at(0).data, launch.workspace),
                        "cudnnBackendExecute", launch);
   }
   const CudnnConv& d = plan.desc;

@@ -1,8 +1,8 @@
 // cuDNN backend-API plans for a forward convolution with its fused epilogue: the operation graph
-// conv → (+ bias) → (+ residual) → (relu), heuristics mode A, the first usable engine configuration finalized once,
-// when the step is prepared. The legacy cudnnConvolution*Forward calls rebuild that plan inside cuDNN on every call
-// (hundreds of microseconds of host time per launch on cuDNN 9); here a launch costs one cudnnBackendExecute (and, when
-// its pointers differ from the last launch's, a new variant pack).
+// conv → (· scale) → (+ bias) → (+ residual) → (relu) → (/ output scale), heuristics mode A, the first usable engine
+// configuration finalized once, when the step is prepared. The legacy cudnnConvolution*Forward calls rebuild that plan
+// inside cuDNN on every call (hundreds of microseconds of host time per launch on cuDNN 9); here a launch costs one
+// cudnnBackendExecute (and, when its pointers differ from the last launch's, a new variant pack).
 #include "backends/cuda/kernels/cudnn_conv_graph.hpp"
 
 #include <utility>
@@ -62,7 +62,20 @@ struct Builder {
   }
 };
 
-enum Uid : std::int64_t { kX = 1, kW, kBias, kResidual, kY, kConvOut, kBiasOut, kResidualOut };
+enum Uid : std::int64_t {
+  kX = 1,
+  kW,
+  kBias,
+  kResidual,
+  kY,
+  kConvOut,
+  kBiasOut,
+  kResidualOut,
+  kScale,
+  kScaleOut,
+  kOutputScale,
+  kReluOut
+};
 
 Desc tensor(Builder& b, std::int64_t uid, cudnnDataType_t type, const std::array<std::int64_t, 4>& dims, bool nhwc,
             bool is_virtual, std::int64_t alignment) {
@@ -117,14 +130,17 @@ ConvGraphPlan::~ConvGraphPlan() {
   if (plan_ != nullptr) cudnnBackendDestroyDescriptor(plan_);
 }
 
-std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const ConvGraphProblem& p,
-                                                    std::size_t workspace_limit) {
+std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle_t handle, const ConvGraphProblem& p,
+                                                                     std::size_t workspace_limit, std::size_t max_plans,
+                                                                     std::size_t skip) {
+  std::vector<std::unique_ptr<ConvGraphPlan>> plans;
   Builder b;
-  const bool epilogue = p.bias || p.residual || p.relu;
+  const bool epilogue = p.scale || p.bias || p.residual || p.relu || p.output_scale;
   const std::array<std::int64_t, 4> y_dims = {p.n, p.o, p.oh, p.ow};
-  Desc x = tensor(b, kX, p.type, {p.n, p.c, p.h, p.w}, p.nhwc, false, p.alignment);
-  Desc w = tensor(b, kW, p.type, {p.o, p.c / p.groups, p.kh, p.kw}, p.nhwc, false, p.alignment);
-  Desc y = tensor(b, kY, p.type, y_dims, p.nhwc, false, p.alignment);
+  const std::array<std::int64_t, 4> channel_dims = {1, p.o, 1, 1};
+  Desc x = tensor(b, kX, p.input_type, {p.n, p.c, p.h, p.w}, p.nhwc, false, p.alignment);
+  Desc w = tensor(b, kW, p.input_type, {p.o, p.c / p.groups, p.kh, p.kw}, p.nhwc, false, p.alignment);
+  Desc y = tensor(b, kY, p.output_type, y_dims, p.nhwc, false, p.alignment);
   // The convolution's result: y itself, or an f32 intermediate that the epilogue reads.
   Desc conv_out = epilogue ? tensor(b, kConvOut, CUDNN_DATA_FLOAT, y_dims, p.nhwc, true, p.alignment) : Desc{};
   const Desc& conv_y = epilogue ? conv_out : y;
@@ -132,9 +148,8 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
   Desc conv = b.make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   const std::int64_t spatial = 2;
   const std::array<std::int64_t, 2> dilations = {p.dh, p.dw}, strides = {p.sh, p.sw}, pads = {p.ph, p.pw};
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  b.set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, compute);
+  b.set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, p.compute);
   b.set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, mode);
   b.set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, spatial);
   b.set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dilations.data(), 2);
@@ -156,30 +171,38 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
     b.finalize(op);
     ops.push_back(std::move(op));
   }
-  // The epilogue chain: each step reads the previous result; the last one writes y.
-  std::vector<Desc> keep;  // tensors the chain refers to
-  const Desc* current = &conv_out;
-  auto next_out = [&](bool last, std::int64_t uid) -> const Desc& {
-    if (last) return y;
-    keep.push_back(tensor(b, uid, CUDNN_DATA_FLOAT, y_dims, p.nhwc, true, p.alignment));
-    return keep.back();
+  // The epilogue chain: each step reads the previous result (f32, virtual); the last one writes y.
+  struct Step {
+    cudnnPointwiseMode_t mode;
+    std::int64_t operand_uid;  // 0: none
+    cudnnDataType_t operand_type;
+    std::array<std::int64_t, 4> operand_dims;
+    std::int64_t out_uid;
   };
-  keep.reserve(8);
-  if (p.bias) {
-    keep.push_back(tensor(b, kBias, p.type, {1, p.o, 1, 1}, p.nhwc, false, p.alignment));
-    const Desc& bias = keep.back();
-    const Desc& out = next_out(!p.residual && !p.relu, kBiasOut);
-    ops.push_back(pointwise_op(b, CUDNN_POINTWISE_ADD, *current, &bias, out));
+  std::vector<Step> steps;
+  if (p.scale) steps.push_back({CUDNN_POINTWISE_MUL, kScale, CUDNN_DATA_FLOAT, channel_dims, kScaleOut});
+  if (p.bias) steps.push_back({CUDNN_POINTWISE_ADD, kBias, p.type, channel_dims, kBiasOut});
+  if (p.residual) steps.push_back({CUDNN_POINTWISE_ADD, kResidual, p.type, y_dims, kResidualOut});
+  if (p.relu) steps.push_back({CUDNN_POINTWISE_RELU_FWD, 0, CUDNN_DATA_FLOAT, {}, kReluOut});
+  if (p.output_scale) {
+    steps.push_back({CUDNN_POINTWISE_DIV, kOutputScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, kY});
+  }
+  std::vector<Desc> keep;  // tensors the chain refers to
+  keep.reserve(2 * steps.size());
+  const Desc* current = &conv_out;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    const Desc* operand = nullptr;
+    if (step.operand_uid != 0) {
+      keep.push_back(tensor(b, step.operand_uid, step.operand_type, step.operand_dims, p.nhwc, false, p.alignment));
+      operand = &keep.back();
+    }
+    const bool last = i + 1 == steps.size();
+    if (!last) keep.push_back(tensor(b, step.out_uid, CUDNN_DATA_FLOAT, y_dims, p.nhwc, true, p.alignment));
+    const Desc& out = last ? y : keep.back();
+    ops.push_back(pointwise_op(b, step.mode, *current, operand, out));
     current = &out;
   }
-  if (p.residual) {
-    keep.push_back(tensor(b, kResidual, p.type, y_dims, p.nhwc, false, p.alignment));
-    const Desc& residual = keep.back();
-    const Desc& out = next_out(!p.relu, kResidualOut);
-    ops.push_back(pointwise_op(b, CUDNN_POINTWISE_ADD, *current, &residual, out));
-    current = &out;
-  }
-  if (p.relu) ops.push_back(pointwise_op(b, CUDNN_POINTWISE_RELU_FWD, *current, nullptr, y));
 
   Desc graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   std::vector<cudnnBackendDescriptor_t> op_list;
@@ -199,7 +222,7 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
     b.note(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
                                     &count, nullptr));
   }
-  if (!b.ok()) return nullptr;
+  if (!b.ok()) return plans;
   std::vector<Desc> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -211,8 +234,8 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
     b.note(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                     count, &returned, raw.data()));
   }
-  if (!b.ok()) return nullptr;
-  for (std::int64_t i = 0; i < returned && i < count; ++i) {
+  if (!b.ok()) return plans;
+  for (std::int64_t i = 0; i < returned && i < count && plans.size() < max_plans; ++i) {
     const Desc& config = configs[static_cast<std::size_t>(i)];
     Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     std::int64_t got = 0;
@@ -223,6 +246,10 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
       continue;
     }
     if (has_note(engine, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) || has_note(engine, CUDNN_NUMERICAL_NOTE_FFT)) continue;
+    if (skip > 0) {  // not finalized: finalizing a runtime-fusion plan compiles its kernel (tenths of a second)
+      --skip;
+      continue;
+    }
     Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     cudnnBackendDescriptor_t config_raw = config.get();
     if (plan.status() != CUDNN_STATUS_SUCCESS ||
@@ -241,25 +268,38 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
     }
     std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
     result->plan_ = plan.release();
+    result->scale_ = p.scale;
     result->bias_ = p.bias;
     result->residual_ = p.residual;
+    result->output_scale_ = p.output_scale;
     result->workspace_ = static_cast<std::size_t>(workspace);
-    return result;
+    plans.push_back(std::move(result));
   }
-  return nullptr;
+  return plans;
 }
 
-cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const void* w, const void* bias,
-                                     const void* residual, void* y, void* workspace) const {
-  const std::array<const void*, 6> pointers = {x, w, bias, residual, y, workspace};
+std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const ConvGraphProblem& p,
+                                                    std::size_t workspace_limit) {
+  std::vector<std::unique_ptr<ConvGraphPlan>> plans = build_all(handle, p, workspace_limit, 1);
+  return plans.empty() ? nullptr : std::move(plans.front());
+}
+
+cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const void* w, const void* scale,
+                                     const void* bias, const void* residual, const void* output_scale, void* y,
+                                     void* workspace) const {
+  const std::array<const void*, 8> pointers = {x, w, scale, bias, residual, output_scale, y, workspace};
   if (variant_pack_ == nullptr || pointers != bound_) {
     if (variant_pack_ != nullptr) {
       cudnnBackendDestroyDescriptor(variant_pack_);
       variant_pack_ = nullptr;
     }
-    std::array<std::int64_t, 5> uids = {kX, kW, kY};
-    std::array<void*, 5> data = {const_cast<void*>(x), const_cast<void*>(w), y};
+    std::array<std::int64_t, 7> uids = {kX, kW, kY};
+    std::array<void*, 7> data = {const_cast<void*>(x), const_cast<void*>(w), y};
     std::size_t count = 3;
+    if (scale_) {
+      uids[count] = kScale;
+      data[count++] = const_cast<void*>(scale);
+    }
     if (bias_) {
       uids[count] = kBias;
       data[count++] = const_cast<void*>(bias);
@@ -267,6 +307,10 @@ cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const 
     if (residual_) {
       uids[count] = kResidual;
       data[count++] = const_cast<void*>(residual);
+    }
+    if (output_scale_) {
+      uids[count] = kOutputScale;
+      data[count++] = const_cast<void*>(output_scale);
     }
     Builder b;
     Desc pack = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);

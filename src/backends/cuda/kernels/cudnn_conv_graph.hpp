@@ -8,18 +8,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace tensoracle::cuda {
 
-// y = relu(conv(x, w) + bias + residual), each part after the convolution optional (relu and residual as the
-// builder fuses them: a residual only with a relu). Dims in NCHW order; nhwc says how they are laid out.
+// y = relu(scale · conv(x, w) + bias + residual) / output_scale, each part after the convolution optional (relu and
+// residual as the builder fuses them: a residual only with a relu; scale, one f32 per output channel, for quantized x
+// and w; output_scale, one f32, for a result quantized again). Dims in NCHW order; nhwc says how they are laid out.
 struct ConvGraphProblem {
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   std::int64_t o = 1, kh = 1, kw = 1, oh = 1, ow = 1;
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
-  cudnnDataType_t type = CUDNN_DATA_HALF;  // of x, w, bias, residual and y; f16 or bf16
+  cudnnDataType_t input_type = CUDNN_DATA_HALF;   // of x and w: f16 or bf16 as y, or i8 / f8e4m3 (with scale)
+  cudnnDataType_t type = CUDNN_DATA_HALF;         // of bias and residual; f16, bf16 or f32
+  cudnnDataType_t output_type = CUDNN_DATA_HALF;  // of y: `type`, or i8 / f8e4m3 with output_scale
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;     // the convolution's accumulator: f32, or i32 for i8 operands
   bool nhwc = false;
-  bool bias = false, residual = false, relu = false;
+  bool scale = false, bias = false, residual = false, relu = false, output_scale = false;
   std::int64_t alignment = 16;  // bytes every data pointer is aligned to
 };
 
@@ -31,6 +36,12 @@ class ConvGraphPlan {
   // prepared, on the handle it will execute on (the execution context's).
   static std::unique_ptr<ConvGraphPlan> build(cudnnHandle_t handle, const ConvGraphProblem& problem,
                                               std::size_t workspace_limit);
+  // The engine configurations of the heuristics' list that build would accept, in the heuristics' order, at most
+  // max_plans of them, after the first `skip` deterministic non-FFT ones (skipped without being finalized: a plan
+  // that then fails to finalize is passed over for the next one). For timing them against each other.
+  static std::vector<std::unique_ptr<ConvGraphPlan>> build_all(cudnnHandle_t handle, const ConvGraphProblem& problem,
+                                                               std::size_t workspace_limit, std::size_t max_plans,
+                                                               std::size_t skip = 0);
   ConvGraphPlan(const ConvGraphPlan&) = delete;
   ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
   ~ConvGraphPlan();
@@ -39,15 +50,15 @@ class ConvGraphPlan {
   // Runs the plan on handle's stream (the handle it was built with). Absent parts: nullptr. The variant pack, which
   // binds the pointers, is built on the first call and again only when a pointer differs from the last call's; it is
   // the one thing a call changes, hence const with mutable members (one thread at a time, as the execution context).
-  cudnnStatus_t execute(cudnnHandle_t handle, const void* x, const void* w, const void* bias, const void* residual,
-                        void* y, void* workspace) const;
+  cudnnStatus_t execute(cudnnHandle_t handle, const void* x, const void* w, const void* scale, const void* bias,
+                        const void* residual, const void* output_scale, void* y, void* workspace) const;
 
  private:
   ConvGraphPlan() = default;
   cudnnBackendDescriptor_t plan_ = nullptr;
   mutable cudnnBackendDescriptor_t variant_pack_ = nullptr;
-  mutable std::array<const void*, 6> bound_{};  // x, w, bias, residual, y, workspace of variant_pack_
-  bool bias_ = false, residual_ = false;
+  mutable std::array<const void*, 8> bound_{};  // x, w, scale, bias, residual, output scale, y, workspace
+  bool scale_ = false, bias_ = false, residual_ = false, output_scale_ = false;
   std::size_t workspace_ = 0;
 };
 

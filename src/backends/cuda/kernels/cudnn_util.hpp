@@ -85,6 +85,70 @@ inline bool channels_last(const StepLaunch& launch) { return launch.attrs->get_s
 
 inline Dims channels_first_dims(const Dims& d) { return Dims{d[0], d[3], d[1], d[2]}; }
 
+// ---- convolution geometry ----
+
+// conv: x [n, c, h, w], weight [o, c/groups, kh, kw], y [n, o, oh, ow].
+// conv_transpose2d: x [n, c, h, w], weight [c, o/groups, kh, kw], y [n, o, oh, ow].
+// A 1D layer ([N, C, L]) is the 2D one with h = kh = oh = 1. Input position of output p and tap k along an axis:
+// p * stride - padding + k * dilation (conv); the same relation read the other way for conv_transpose2d.
+struct ConvShape {
+  std::int64_t n = 1, c = 1, h = 1, w = 1;
+  std::int64_t o = 1, kh = 1, kw = 1;
+  std::int64_t oh = 1, ow = 1;
+  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  std::int64_t groups = 1;
+};
+
+inline ConvShape conv_shape(const StepLaunch& launch) {
+  const bool last = channels_last(launch);
+  const Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
+  const Dims weight = last ? channels_first_dims(launch.inputs.at(1).shape) : launch.inputs.at(1).shape;
+  const Dims y = last ? channels_first_dims(launch.outputs.at(0).shape) : launch.outputs.at(0).shape;
+  if (x.rank() != 3 && x.rank() != 4) launch.attrs->fail("x must have rank 3 or 4 for the CUDA convolution kernels");
+  ConvShape s;
+  s.n = x[0];
+  s.c = x[1];
+  s.o = y[1];
+  s.groups = launch.attrs->get_int("groups", 1);
+  const int spatial = x.rank() - 2;
+  std::int64_t* in[2] = {&s.h, &s.w};
+  std::int64_t* kernel[2] = {&s.kh, &s.kw};
+  std::int64_t* out[2] = {&s.oh, &s.ow};
+  std::int64_t* stride[2] = {&s.sh, &s.sw};
+  std::int64_t* padding[2] = {&s.ph, &s.pw};
+  std::int64_t* dilation[2] = {&s.dh, &s.dw};
+  for (int i = 0; i < spatial; ++i) {
+    const auto axis = static_cast<std::size_t>(2 - spatial + i);
+    const auto a = static_cast<std::size_t>(i);
+    *in[axis] = x[i + 2];
+    *kernel[axis] = weight[i + 2];
+    *out[axis] = y[i + 2];
+    *stride[axis] = list_value(launch, "stride", a, 1);
+    *padding[axis] = list_value(launch, "padding", a, 0);
+    *dilation[axis] = list_value(launch, "dilation", a, 1);
+  }
+  return s;
+}
+
+// Whether every data pointer of the launch is 16-byte aligned (what the graph plans are built for; the builder's
+// arena and weights always are, a caller's binding may not be). When the step is prepared, a caller's buffer is
+// nullptr: what this tests then is the pointers known already.
+inline bool graph_aligned(const StepLaunch& launch) {
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  for (const DeviceTensor& t : launch.inputs) {
+    if (!aligned(t.data)) return false;
+  }
+  return aligned(launch.outputs.at(0).data);
+}
+
+// Whether a launch binds a caller's buffer (whose alignment is only known then).
+inline bool binds_caller_buffer(const StepLaunch& launch) {
+  for (const DeviceTensor& t : launch.inputs) {
+    if (t.caller_buffer) return true;
+  }
+  return launch.outputs.at(0).caller_buffer;
+}
+
 // ---- supports ----
 
 // Every present input and the output have dtype kDtype; x (input 0) has a rank in [min_rank, max_rank].

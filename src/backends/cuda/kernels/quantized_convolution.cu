@@ -1,0 +1,261 @@
+// CUDA kernels of quantized_conv (a 2D convolution of i8 or f8e4m3 x and weight, its sum scaled per output channel,
+// plus bias and residual, through relu, the result in a float type or quantized again): a cuDNN graph plan for
+// channels-last layers (i8 summed in i32, f8e4m3 in f32, the epilogue in f32 and rounded once; a quantized result is
+// that value divided by the output scale, converted by cuDNN) and a direct kernel for every layout, dtype and problem,
+// behind it (a quantized result as the other quantized kernels round it, kernels::quantize_result). Semantics follow the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums in
+// double: i8 sums agree exactly (within i32), f8e4m3 sums to f32 rounding.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/cudnn_conv_graph.hpp"
+#include "backends/cuda/kernels/cudnn_util.hpp"
+
+namespace tensoracle::cuda {
+namespace {
+
+using conv_family::binds_caller_buffer;
+using conv_family::channels_last;
+using conv_family::check_cudnn;
+using conv_family::conv_shape;
+using conv_family::ConvShape;
+using conv_family::graph_aligned;
+using conv_family::require_cudnn9;
+using namespace kernels;  // NOLINT(google-build-using-namespace): the shared helpers of this backend's kernels
+
+// cuDNN's scratch for these plans, at most.
+constexpr std::size_t kWorkspaceBytes = std::size_t{64} << 20;
+
+// i8 operands multiply and sum in i32 (exact); f8e4m3 ones in f32 (each product exact).
+__device__ __forceinline__ std::int32_t operand(std::int8_t v) { return v; }
+__device__ __forceinline__ float operand(F8E4M3 v) { return to_compute(v); }
+
+// One output element per thread (a grid-stride loop), the taps summed in order. Epi is `to` (the bias's and the
+// residual's type); Out is Epi, or i8 / F8E4M3 for a result quantized by output_scale.
+template <typename In, typename Epi, typename Out>
+__global__ void quantized_conv_direct(const In* __restrict__ x, const In* __restrict__ w,
+                                      const float* __restrict__ scale, const Epi* __restrict__ bias,
+                                      const Epi* __restrict__ residual, const float* __restrict__ output_scale,
+                                      Out* __restrict__ y, ConvShape s, bool nhwc, bool relu) {
+  using Acc = decltype(operand(In{}));
+  const std::int64_t total = s.n * s.o * s.oh * s.ow;
+  const std::int64_t group_in = s.c / s.groups, group_out = s.o / s.groups;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    std::int64_t n = 0, o = 0, oh = 0, ow = 0;
+    if (nhwc) {
+      o = i % s.o, ow = i / s.o % s.ow, oh = i / (s.o * s.ow) % s.oh, n = i / (s.o * s.ow * s.oh);
+    } else {
+      ow = i % s.ow, oh = i / s.ow % s.oh, o = i / (s.ow * s.oh) % s.o, n = i / (s.ow * s.oh * s.o);
+    }
+    const std::int64_t first_channel = o / group_out * group_in;
+    Acc acc = 0;
+    for (std::int64_t c = 0; c < group_in; ++c) {
+      const std::int64_t channel = first_channel + c;
+      for (std::int64_t a = 0; a < s.kh; ++a) {
+        const std::int64_t ih = oh * s.sh - s.ph + a * s.dh;
+        if (ih < 0 || ih >= s.h) continue;
+        for (std::int64_t b = 0; b < s.kw; ++b) {
+          const std::int64_t iw = ow * s.sw - s.pw + b * s.dw;
+          if (iw < 0 || iw >= s.w) continue;
+          const std::int64_t xi = nhwc ? ((n * s.h + ih) * s.w + iw) * s.c + channel
+                                       : ((n * s.c + channel) * s.h + ih) * s.w + iw;
+          const std::int64_t wi = nhwc ? ((o * s.kh + a) * s.kw + b) * group_in + c
+                                       : ((o * group_in + c) * s.kh + a) * s.kw + b;
+          acc += operand(x[xi]) * operand(w[wi]);
+        }
+      }
+    }
+    float v = static_cast<float>(acc) * scale[o];
+    if (bias != nullptr) v += to_compute_arith(bias[o]);
+    if (residual != nullptr) v += to_compute_arith(residual[i]);
+    if (relu && v < 0.0F) v = 0.0F;
+    if constexpr (std::is_same_v<Out, Epi>) {
+      y[i] = from_compute<Out>(v);
+    } else {
+      y[i] = quantize_result<Out>(v, __frcp_rn(*output_scale));
+    }
+  }
+}
+
+// The plan: the cuDNN graph (channels last, the pointers known when prepared 16-byte aligned, a plan that cuDNN
+// offers), else the direct kernel; a launch whose caller buffers are not aligned also runs the direct kernel.
+struct QuantizedConvPlan {
+  using RunFn = void (*)(const StepLaunch& launch, const QuantizedConvPlan& plan);
+  RunFn direct = nullptr;  // nullptr: an empty output, nothing to launch
+  ConvShape shape;
+  bool nhwc = false, relu = false, bias = false, residual = false, quantized_output = false;
+  cudnnHandle_t handle = nullptr;
+  std::unique_ptr<ConvGraphPlan> graph;
+};
+
+template <typename In, typename Epi, typename Out>
+void run_direct(const StepLaunch& launch, const QuantizedConvPlan& p) {
+  const ConvShape& s = p.shape;
+  quantized_conv_direct<In, Epi, Out><<<grid_for(s.n * s.o * s.oh * s.ow), kThreads, 0, launch.stream>>>(
+      static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
+      static_cast<const float*>(launch.inputs[2].data), p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
+      p.residual ? static_cast<const Epi*>(launch.inputs[4].data) : nullptr,
+      p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
+      static_cast<Out*>(launch.outputs[0].data), s, p.nhwc, p.relu);
+  check_launch(launch);
+}
+
+// The result in Epi itself, or quantized to `out`.
+template <typename In, typename Epi>
+QuantizedConvPlan::RunFn direct_for(DataType out) {
+  switch (out) {
+    case DataType::kI8: return run_direct<In, Epi, std::int8_t>;
+    case DataType::kF8E4M3: return run_direct<In, Epi, F8E4M3>;
+    default: return run_direct<In, Epi, Epi>;
+  }
+}
+
+template <typename In>
+QuantizedConvPlan::RunFn direct_for(DataType epilogue, DataType out) {
+  switch (epilogue) {
+    case DataType::kF16: return direct_for<In, F16>(out);
+    case DataType::kBF16: return direct_for<In, BF16>(out);
+    default: return direct_for<In, float>(out);
+  }
+}
+
+cudnnDataType_t cudnn_result_type(DataType dtype) {
+  switch (dtype) {
+    case DataType::kF16: return CUDNN_DATA_HALF;
+    case DataType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case DataType::kI8: return CUDNN_DATA_INT8;
+    case DataType::kF8E4M3: return CUDNN_DATA_FP8_E4M3;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+ConvGraphProblem graph_problem(const StepLaunch& launch, const QuantizedConvPlan& plan) {
+  const ConvShape& s = plan.shape;
+  ConvGraphProblem p;
+  p.n = s.n, p.c = s.c, p.h = s.h, p.w = s.w, p.o = s.o, p.kh = s.kh, p.kw = s.kw, p.oh = s.oh, p.ow = s.ow;
+  p.sh = s.sh, p.sw = s.sw, p.ph = s.ph, p.pw = s.pw, p.dh = s.dh, p.dw = s.dw, p.groups = s.groups;
+  const bool i8 = launch.inputs.at(0).dtype == DataType::kI8;
+  p.input_type = i8 ? CUDNN_DATA_INT8 : CUDNN_DATA_FP8_E4M3;
+  p.compute = i8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;  // what cuDNN's i8 engines take (f32 has none on sm_90)
+  p.type = cudnn_result_type(launch.attrs->get_dtype("to", DataType::kF32));
+  p.output_type = cudnn_result_type(launch.outputs.at(0).dtype);
+  p.nhwc = true;
+  p.scale = true;
+  p.bias = plan.bias;
+  p.residual = plan.residual;
+  p.relu = plan.relu;
+  p.output_scale = plan.quantized_output;
+  return p;
+}
+
+// Sums of at most 2^17 i8 products (each within 2^14) stay within i32.
+constexpr std::int64_t kMaxI8Taps = std::int64_t{1} << 17;
+
+QuantizedConvPlan prepare_direct(const StepLaunch& launch) {
+  QuantizedConvPlan plan;
+  plan.shape = conv_shape(launch);
+  const ConvShape& s = plan.shape;
+  plan.nhwc = channels_last(launch);
+  plan.relu = launch.attrs->get_string("activation", "none") == "relu";
+  plan.bias = present(launch, 3);
+  plan.residual = present(launch, 4);
+  plan.quantized_output = present(launch, 5);
+  if (s.n * s.o * s.oh * s.ow == 0) return plan;
+  const DataType in = launch.inputs.at(0).dtype;
+  if (in == DataType::kI8 && s.c / s.groups * s.kh * s.kw > kMaxI8Taps) {
+    launch.attrs->fail(fmt::format("an i8 convolution over {} > {} terms per output could overflow its i32 sum",
+                                   s.c / s.groups * s.kh * s.kw, kMaxI8Taps));
+  }
+  const DataType epilogue = launch.attrs->get_dtype("to", DataType::kF32), out = launch.outputs.at(0).dtype;
+  plan.direct = in == DataType::kI8 ? direct_for<std::int8_t>(epilogue, out) : direct_for<F8E4M3>(epilogue, out);
+  return plan;
+}
+
+// The plan of cuDNN's heuristics at index kIndex (counting the deterministic non-FFT ones; the next one when it does not
+// build; the first one past the list's end; the direct kernel when there is none): each index is an entry of its own, timed against the others by
+// the builder (the heuristics' first is not always the fastest: up to 1.4x slower on ResNet-50's shapes on the H200,
+// bench/quantized_conv_probe.cpp). Only that plan is finalized (each finalization compiles a kernel).
+template <std::size_t kIndex>
+QuantizedConvPlan prepare_cudnn(const StepLaunch& launch) {
+  QuantizedConvPlan plan = prepare_direct(launch);
+  if (plan.direct == nullptr || !plan.nhwc || !graph_aligned(launch)) return plan;
+  require_cudnn9(launch);
+  plan.handle = launch.handles->cudnn(layer_name(launch));
+  const std::size_t limit = launch.workspace != nullptr ? launch.workspace_bytes : 0;
+  const ConvGraphProblem problem = graph_problem(launch, plan);
+  std::vector<std::unique_ptr<ConvGraphPlan>> plans = ConvGraphPlan::build_all(plan.handle, problem, limit, 1, kIndex);
+  // Past the list's end: the first plan again (timing the direct kernel at a large problem would take seconds).
+  if (plans.empty() && kIndex > 0) plans = ConvGraphPlan::build_all(plan.handle, problem, limit, 1, 0);
+  if (!plans.empty()) plan.graph = std::move(plans.front());
+  return plan;
+}
+
+void launch_quantized_conv(const StepLaunch& launch, const QuantizedConvPlan& plan) {
+  if (plan.direct == nullptr) return;
+  if (plan.graph == nullptr || (binds_caller_buffer(launch) && !graph_aligned(launch))) {
+    return plan.direct(launch, plan);
+  }
+  check_cudnn(cudnnSetStream(plan.handle, launch.stream), "cudnnSetStream", launch);
+  const auto data = [&](std::size_t i) -> const void* { return present(launch, i) ? launch.inputs[i].data : nullptr; };
+  check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), data(2), data(3), data(4), data(5),
+                                  launch.outputs.at(0).data, launch.workspace),
+              "cudnnBackendExecute", launch);
+}
+
+// ---- supports ----
+
+// x and weight i8 or f8e4m3 (the same), 2D (rank 4).
+bool supports_direct(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || !has_tensor(layer, 2)) return false;
+  const DataType in = input_dtype(graph, layer, 0);
+  return (in == DataType::kI8 || in == DataType::kF8E4M3) && input_dtype(graph, layer, 1) == in &&
+         graph.tensor(layer.inputs[0]).shape.size() == 4;
+}
+
+bool channels_last_layer(const graph::Layer& layer) {
+  return graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("layout", "nchw") == "nhwc";
+}
+
+// cuDNN's further plans: channels-last layers only (a channels-first one has just the direct kernel behind them).
+bool supports_cudnn(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return supports_direct(graph, layer, precision) && channels_last_layer(layer);
+}
+
+// The direct kernel as a candidate of its own: channels-first layers (those the builder leaves channels first). A
+// channels-last layer has it behind the cuDNN entries only: timed at a large problem it takes seconds.
+bool supports_direct_alone(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return supports_direct(graph, layer, precision) && !channels_last_layer(layer);
+}
+
+}  // namespace
+
+void register_quantized_convolution_kernels(std::vector<KernelEntry>& kernels) {
+  // cuDNN first (what --no-timing builds take: the heuristics' first plan), then its next four plans; the direct
+  // kernel runs behind them where cuDNN has no plan.
+  const std::vector<KernelEntry> entries = {
+      prepared_kernel<prepare_cudnn<0>, launch_quantized_conv>("quantized_conv_any_cudnn", "quantized_conv",
+                                                               supports_direct, kWorkspaceBytes),
+      prepared_kernel<prepare_cudnn<1>, launch_quantized_conv>("quantized_conv_any_cudnn_plan1", "quantized_conv",
+                                                               supports_cudnn, kWorkspaceBytes),
+      prepared_kernel<prepare_cudnn<2>, launch_quantized_conv>("quantized_conv_any_cudnn_plan2", "quantized_conv",
+                                                               supports_cudnn, kWorkspaceBytes),
+      prepared_kernel<prepare_cudnn<3>, launch_quantized_conv>("quantized_conv_any_cudnn_plan3", "quantized_conv",
+                                                               supports_cudnn, kWorkspaceBytes),
+      prepared_kernel<prepare_cudnn<4>, launch_quantized_conv>("quantized_conv_any_cudnn_plan4", "quantized_conv",
+                                                               supports_cudnn, kWorkspaceBytes),
+      prepared_kernel<prepare_direct, launch_quantized_conv>("quantized_conv_any_direct", "quantized_conv",
+                                                             supports_direct_alone),
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+}  // namespace tensoracle::cuda
