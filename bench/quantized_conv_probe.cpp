@@ -16,13 +16,13 @@ namespace {
 using tensoracle::cuda::ConvGraphPlan;
 using tensoracle::cuda::ConvGraphProblem;
 
-#define CHECK_CUDA(call)                                                                  \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
+#define CHECK_CUDA(call)                                                                         \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess) {                                                                     \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 struct Shape {
@@ -44,13 +44,13 @@ int main(int argc, char** argv) {
   const std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 256;
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 20;
   const std::vector<Shape> shapes = {
-      {"1x1 64->64 @56", 64, 56, 64, 1, 1, false},        {"1x1 256->64 @56", 256, 56, 64, 1, 1, false},
-      {"3x3 64->64 @56", 64, 56, 64, 3, 1, false},        {"1x1 64->256 @56 +res", 64, 56, 256, 1, 1, true},
-      {"3x3 128->128 s2 @56", 128, 56, 128, 3, 2, false}, {"3x3 128->128 @28", 128, 28, 128, 3, 1, false},
-      {"1x1 512->128 @28", 512, 28, 128, 1, 1, false},    {"1x1 128->512 @28 +res", 128, 28, 512, 1, 1, true},
-      {"3x3 256->256 @14", 256, 14, 256, 3, 1, false},    {"1x1 1024->256 @14", 1024, 14, 256, 1, 1, false},
+      {"1x1 64->64 @56", 64, 56, 64, 1, 1, false},           {"1x1 256->64 @56", 256, 56, 64, 1, 1, false},
+      {"3x3 64->64 @56", 64, 56, 64, 3, 1, false},           {"1x1 64->256 @56 +res", 64, 56, 256, 1, 1, true},
+      {"3x3 128->128 s2 @56", 128, 56, 128, 3, 2, false},    {"3x3 128->128 @28", 128, 28, 128, 3, 1, false},
+      {"1x1 512->128 @28", 512, 28, 128, 1, 1, false},       {"1x1 128->512 @28 +res", 128, 28, 512, 1, 1, true},
+      {"3x3 256->256 @14", 256, 14, 256, 3, 1, false},       {"1x1 1024->256 @14", 1024, 14, 256, 1, 1, false},
       {"1x1 256->1024 @14 +res", 256, 14, 1024, 1, 1, true}, {"3x3 512->512 @7", 512, 7, 512, 3, 1, false},
-      {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, false},    {"1x1 512->2048 @7 +res", 512, 7, 2048, 1, 1, true},
+      {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, false},       {"1x1 512->2048 @7 +res", 512, 7, 2048, 1, 1, true},
   };
   const std::vector<Variant> variants = {
       {"f16", CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, false, 2},

@@ -2,8 +2,9 @@
 // plus bias and residual, through relu, the result in a float type or quantized again): a cuDNN graph plan for
 // channels-last layers (i8 summed in i32, f8e4m3 in f32, the epilogue in f32 and rounded once; a quantized result is
 // that value divided by the output scale, converted by cuDNN) and a direct kernel for every layout, dtype and problem,
-// behind it (a quantized result as the other quantized kernels round it, kernels::quantize_result). Semantics follow the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums in
-// double: i8 sums agree exactly (within i32), f8e4m3 sums to f32 rounding.
+// behind it (a quantized result as the other quantized kernels round it, kernels::quantize_result). Semantics follow
+// the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums in double: i8 sums agree exactly (within
+// i32), f8e4m3 sums to f32 rounding.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <fmt/format.h>
@@ -66,10 +67,10 @@ __global__ void quantized_conv_direct(const In* __restrict__ x, const In* __rest
         for (std::int64_t b = 0; b < s.kw; ++b) {
           const std::int64_t iw = ow * s.sw - s.pw + b * s.dw;
           if (iw < 0 || iw >= s.w) continue;
-          const std::int64_t xi = nhwc ? ((n * s.h + ih) * s.w + iw) * s.c + channel
-                                       : ((n * s.c + channel) * s.h + ih) * s.w + iw;
-          const std::int64_t wi = nhwc ? ((o * s.kh + a) * s.kw + b) * group_in + c
-                                       : ((o * group_in + c) * s.kh + a) * s.kw + b;
+          const std::int64_t xi =
+              nhwc ? ((n * s.h + ih) * s.w + iw) * s.c + channel : ((n * s.c + channel) * s.h + ih) * s.w + iw;
+          const std::int64_t wi =
+              nhwc ? ((o * s.kh + a) * s.kw + b) * group_in + c : ((o * group_in + c) * s.kh + a) * s.kw + b;
           acc += operand(x[xi]) * operand(w[wi]);
         }
       }
@@ -102,7 +103,8 @@ void run_direct(const StepLaunch& launch, const QuantizedConvPlan& p) {
   const ConvShape& s = p.shape;
   quantized_conv_direct<In, Epi, Out><<<grid_for(s.n * s.o * s.oh * s.ow), kThreads, 0, launch.stream>>>(
       static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
-      static_cast<const float*>(launch.inputs[2].data), p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
+      static_cast<const float*>(launch.inputs[2].data),
+      p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
       p.residual ? static_cast<const Epi*>(launch.inputs[4].data) : nullptr,
       p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
       static_cast<Out*>(launch.outputs[0].data), s, p.nhwc, p.relu);
@@ -180,10 +182,11 @@ QuantizedConvPlan prepare_direct(const StepLaunch& launch) {
   return plan;
 }
 
-// The plan of cuDNN's heuristics at index kIndex (counting the deterministic non-FFT ones; the next one when it does not
-// build; the first one past the list's end; the direct kernel when there is none): each index is an entry of its own, timed against the others by
-// the builder (the heuristics' first is not always the fastest: up to 1.4x slower on ResNet-50's shapes on the H200,
-// bench/quantized_conv_probe.cpp). Only that plan is finalized (each finalization compiles a kernel).
+// The plan of cuDNN's heuristics at index kIndex (counting the deterministic non-FFT ones; the next one when it does
+// not build; the first one past the list's end; the direct kernel when there is none): each index is an entry of its
+// own, timed against the others by the builder (the heuristics' first is not always the fastest: up to 1.4x slower on
+// ResNet-50's shapes on the H200, bench/quantized_conv_probe.cpp). Only that plan is finalized (each finalization
+// compiles a kernel).
 template <std::size_t kIndex>
 QuantizedConvPlan prepare_cudnn(const StepLaunch& launch) {
   QuantizedConvPlan plan = prepare_direct(launch);
