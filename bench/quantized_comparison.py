@@ -7,10 +7,12 @@ torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
 
     python3 bench/quantized_comparison.py --cli .device/build/tools/cli/tensoracle --out $OUT/quantized \
         [--models bert,bert_large,resnet50] [--types i8,f8e4m3] [--batch 32] [--image-batch 256] [--no-compile]
+        [--no-quantize-residuals]
 
 The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders at --batch, ResNet-50 at --image-batch).
 Calibration runs on the CPU reference: --calib-batches batches of --calib-size N(0, 1) inputs (the encoders' hidden
-states, or images), --method percentile 99.99 for i8 and max for f8e4m3 unless --method is given. Prints a table and
+states, or images), --method percentile 99.99 for i8 and max for f8e4m3 unless --method is given; ResNet-50 with
+--quantize-residuals (docs/precision.md's recipe) and its stem (conv1) left float. Prints a table and
 writes OUT/results.json.
 """
 from __future__ import annotations
@@ -73,6 +75,8 @@ def main() -> int:
     p.add_argument("--calib-size", type=int, default=4)
     p.add_argument("--method", default="", help="calibration method for every type (default: see above)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--quantize-residuals", action=argparse.BooleanOptionalAction, default=True,
+                   help="calibrate ResNet-50 with --quantize-residuals (default: yes)")
     p.add_argument("--iterations", type=int, default=200)
     a = p.parse_args()
     from safetensors.torch import load_file, save_file
@@ -126,7 +130,10 @@ def main() -> int:
             qnet = work / f"net_{qtype}.json"
             t0 = time.perf_counter()
             report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
-                                     "--ops", "conv" if image else "linear", "-q"] + [x for b in batches for x in ("-b", b)], log))
+                                     "--ops", "conv" if image else "linear", "-q"]
+                                    + (["--quantize-residuals"] if image and a.quantize_residuals else [])
+                                    + (["--skip", "conv1"] if image else [])  # the stem: float in the engine anyway
+                                    + [x for b in batches for x in ("-b", b)], log))
             variants.append((qtype, qnet, {"method": method, "seconds": time.perf_counter() - t0,
                                            "activations": len(report.get("activations", [])),
                                            "weights": len(report.get("quantized_weights", []))}))

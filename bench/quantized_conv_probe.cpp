@@ -36,6 +36,7 @@ struct Variant {
   cudnnDataType_t input, compute;
   bool scale;
   std::size_t element_bytes;
+  bool quantized = false;  // an i8 result, and with a residual an i8 one (times its scale)
 };
 
 }  // namespace
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
       {"i8/i32", CUDNN_DATA_INT8, CUDNN_DATA_INT32, true, 1},
       {"i8/f32", CUDNN_DATA_INT8, CUDNN_DATA_FLOAT, true, 1},
       {"e4m3", CUDNN_DATA_FP8_E4M3, CUDNN_DATA_FLOAT, true, 1},
+      // what a calibrated ResNet's blocks run (calibrate --quantize-residuals): i8 results and i8 residuals
+      {"i8 q", CUDNN_DATA_INT8, CUDNN_DATA_INT32, true, 1, true},
   };
   cudnnHandle_t handle = nullptr;
   if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) return 1;
@@ -79,6 +82,9 @@ int main(int argc, char** argv) {
       p.sh = p.sw = s.stride, p.ph = p.pw = pad;
       p.input_type = v.input, p.compute = v.compute, p.type = p.output_type = CUDNN_DATA_HALF, p.nhwc = true;
       p.scale = v.scale, p.bias = true, p.residual = s.residual, p.relu = true;
+      p.output_scale = v.quantized;
+      if (v.quantized) p.output_type = v.input;
+      p.residual_scale = s.residual && v.quantized, p.residual_type = v.input;
       std::vector<std::unique_ptr<ConvGraphPlan>> plans = ConvGraphPlan::build_all(handle, p, workspace_limit, 24);
       if (plans.empty()) {
         std::printf("%-24s %-7s no plan\n", s.name, v.name);
@@ -97,13 +103,18 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemset(scale, 0, static_cast<std::size_t>(s.o) * 4));
       CHECK_CUDA(cudaMemset(bias, 0, static_cast<std::size_t>(s.o) * 2));
       CHECK_CUDA(cudaMemset(residual, 0, y_elems * 2));
+      void* scalars = nullptr;  // the output scale and the residual's: 1
+      const float ones[2] = {1.F, 1.F};
+      CHECK_CUDA(cudaMalloc(&scalars, sizeof ones));
+      CHECK_CUDA(cudaMemcpy(scalars, ones, sizeof ones, cudaMemcpyHostToDevice));
+      const float* one = static_cast<const float*>(scalars);
       double best = 1e30, first = 0;
       std::size_t best_index = 0;
       int failures = 0;
       for (std::size_t i = 0; i < plans.size(); ++i) {
         const ConvGraphPlan& plan = *plans[i];
         auto run = [&] {
-          return plan.execute(handle, x, w, scale, bias, s.residual ? residual : nullptr, nullptr, y, workspace);
+          return plan.execute(handle, x, w, scale, bias, s.residual ? residual : nullptr, one, one + 1, y, workspace);
         };
         if (run() != CUDNN_STATUS_SUCCESS || cudaStreamSynchronize(stream) != cudaSuccess) {
           ++failures;
@@ -123,7 +134,7 @@ int main(int argc, char** argv) {
       }
       std::printf("%-24s %-7s plans %2zu failed %d  first %8.1f us  best %8.1f us (#%zu)  %6.1f TFLOP/s\n", s.name,
                   v.name, plans.size(), failures, first, best, best_index, flops / best / 1e6);
-      for (void* ptr : {x, w, scale, bias, residual, y}) cudaFree(ptr);
+      for (void* ptr : {x, w, scale, bias, residual, y, scalars}) cudaFree(ptr);
     }
   }
   cudnnDestroy(handle);

@@ -37,7 +37,11 @@ struct CalibrationOptions {
   bool per_channel_weights = true;     // one weight scale per output channel; false: one per weight
   std::vector<std::string> ops = {"linear", "matmul", "conv"};  // layers whose inputs are quantized
   std::vector<std::string> skip_layers;                         // layers (by name) left in float
-  int histogram_bins = 2048;                                    // even, at least 128
+  // Also quantize the residual input of residual adds (an `add` of a quantized product's result, or its batch_norm's,
+  // and an activation that is neither): a CNN's quantized convolution then reads its residual quantized and its
+  // result can stay quantized for the next block (docs/precision.md).
+  bool quantize_residuals = false;
+  int histogram_bins = 2048;  // even, at least 128
 };
 
 // One calibrated activation: a tensor that quantized layers read.

@@ -21,6 +21,9 @@ class Calibrator:
     quantized distribution; int8 only) or "mse" (least quantization error). dtype: "i8" or "f8e4m3".
     activations=False quantizes the weights only (no batches needed). per_channel_weights: one weight scale per output
     channel (else one per weight). ops: the layers whose inputs are quantized; skip_layers: layer names left in float.
+    quantize_residuals=True also quantizes the residual input of residual adds (a convolution's or linear's result
+    plus an earlier activation), TensorRT's placement for CNN blocks: the quantized convolution then reads its residual
+    quantized and its result stays quantized for the next block.
     The network must not be handed to open_engine while the calibrator uses it.
     """
 
@@ -36,10 +39,11 @@ class Calibrator:
         ops: Iterable[str] = ("linear", "matmul", "conv"),
         skip_layers: Iterable[str] = (),
         bins: int = 2048,
+        quantize_residuals: bool = False,
     ) -> None:
         self._calibrator = _tensoracle._Calibrator(
             network, method, float(percentile), dtype, bool(activations), bool(per_channel_weights),
-            [str(o) for o in ops], [str(s) for s in skip_layers], int(bins))
+            [str(o) for o in ops], [str(s) for s in skip_layers], int(bins), bool(quantize_residuals))
 
     def add_batch(self, inputs: Mapping[str, Any]) -> None:
         """Runs the network on one batch (every input by name: NumPy arrays or anything np.asarray takes, with the

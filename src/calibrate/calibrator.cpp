@@ -59,6 +59,36 @@ bool quantized_operand(const CalibrationOptions& options, const graph::Layer& la
          (p == 0 || layer.op == "linear" || layer.op == "conv" || layer.op == "matmul");
 }
 
+// Whether `id` is the result of a quantized product (a layer among options.ops), directly or through a batch_norm (a
+// CNN's conv → batch_norm, which the builder folds into the conv).
+bool from_product(const CalibrationOptions& options, const graph::Graph& g, std::int32_t id) {
+  for (int depth = 0; depth < 2 && id >= 0 && g.tensor(id).kind == graph::TensorKind::kLayerOutput; ++depth) {
+    const graph::Layer& producer = g.layers[static_cast<std::size_t>(g.tensor(id).producer)];
+    if (std::find(options.ops.begin(), options.ops.end(), producer.op) != options.ops.end()) return true;
+    if (producer.op != "batch_norm") return false;
+    id = producer.inputs[0];
+  }
+  return false;
+}
+
+// With options.quantize_residuals: whether position `p` of `layer` is the residual of a residual add, the input of an
+// `add` of two same-shaped activations that is not a quantized product's result while the other one is (TensorRT's
+// placement for CNN blocks: the quantized convolution then reads its residual quantized and its own result can stay
+// quantized for the next block).
+bool residual_operand(const CalibrationOptions& options, const graph::Graph& g, const graph::Layer& layer,
+                      std::size_t p) {
+  if (!options.quantize_residuals || layer.op != "add" || layer.inputs.size() != 2 || p > 1) return false;
+  if (std::find(options.skip_layers.begin(), options.skip_layers.end(), layer.name) != options.skip_layers.end()) {
+    return false;
+  }
+  const std::int32_t residual = layer.inputs[p], branch = layer.inputs[1 - p];
+  if (residual < 0 || branch < 0 || g.tensor(residual).kind == graph::TensorKind::kConstant ||
+      g.tensor(residual).shape != g.tensor(branch).shape) {
+    return false;
+  }
+  return from_product(options, g, branch) && !from_product(options, g, residual);
+}
+
 // One quantized weight input: the constant, the layer that reads it, and its channel axis (-1: one scale).
 struct WeightUse {
   std::int32_t tensor;
@@ -118,7 +148,7 @@ Calibrator::Calibrator(const Network& network, CalibrationOptions options)
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const graph::Layer& layer = g.layers[l];
     for (std::size_t p = 0; p < 2; ++p) {
-      if (!quantized_operand(o, layer, p)) continue;
+      if (!quantized_operand(o, layer, p) && !residual_operand(o, g, layer, p)) continue;
       const std::int32_t id = layer.inputs[p];
       if (!is_float(g.tensor(id).dtype)) continue;
       if (g.tensor(id).kind == graph::TensorKind::kConstant) {
@@ -305,7 +335,7 @@ Network build_quantized(const Calibrator& calibrator, const graph::Graph& g, Mad
         continue;
       }
       const auto& t = g.tensor(id);
-      const bool quantized = quantized_operand(o, layer, p);
+      const bool quantized = quantized_operand(o, layer, p) || residual_operand(o, g, layer, p);
       if (quantized && t.kind == graph::TensorKind::kConstant && weight_of.count(t.name) != 0) {
         inputs.push_back(weight(id));
         changed = true;

@@ -322,6 +322,48 @@ def test_weight_only_and_per_tensor_weights(tmp_path):
     assert scale == pytest.approx(float(model.fc1.weight.abs().max()) / 448, rel=1e-6)
 
 
+def test_quantize_residuals_quantizes_a_residual_blocks_input_once_for_the_conv_and_the_add(tmp_path):
+    """conv -> add(conv, x) -> relu: with --quantize-residuals the add reads x's dequantize (the one conv reads), and
+    the network's results are PyTorch's float64 quantize-dequantize of the same scales."""
+    torch.manual_seed(5)
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1)
+    save_file({k: v.detach().contiguous() for k, v in conv.state_dict().items()}, str(tmp_path / "w.safetensors"))
+    net = {
+        "format": "tensoracle-network", "version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 16, 5, 5]}],
+        "constants": [{"name": k, "weight": k, "file": "w.safetensors"} for k in ("weight", "bias")],
+        "layers": [
+            {"name": "conv", "op": "conv", "inputs": ["x", "weight", "bias"], "outputs": ["c"],
+             "attrs": {"padding": [1, 1]}},
+            {"name": "residual", "op": "add", "inputs": ["c", "x"], "outputs": ["s"]},
+            {"name": "act", "op": "relu", "inputs": ["s"], "outputs": ["y"]},
+        ],
+        "outputs": ["y"],
+    }
+    (tmp_path / "net.json").write_text(json.dumps(net))
+    x = torch.randn(2, 16, 5, 5, generator=torch.Generator().manual_seed(1))
+    save_file({"x": x}, str(tmp_path / "b.safetensors"))
+    plain = json.loads(run("calibrate", tmp_path / "net.json", "-o", tmp_path / "p.json", "-b", tmp_path / "b.safetensors",
+                           "-q").stdout)
+    assert [a["layers"] for a in plain["activations"]] == [["conv"]]
+    report = json.loads(run("calibrate", tmp_path / "net.json", "-o", tmp_path / "q.json", "-b",
+                            tmp_path / "b.safetensors", "--quantize-residuals", "-q").stdout)
+    [act] = report["activations"]
+    assert act["tensor"] == "x" and act["layers"] == ["conv", "residual"]
+    doc = json.loads((tmp_path / "q.json").read_text())
+    add = next(layer for layer in doc["layers"] if layer["op"] == "add")
+    conv_layer = next(layer for layer in doc["layers"] if layer["op"] == "conv")
+    assert add["inputs"][1] == conv_layer["inputs"][0] == "x.dequantized"
+    run("run", tmp_path / "q.json", "--inputs", tmp_path / "b.safetensors", "-o", tmp_path / "out.safetensors")
+    got = load_file(str(tmp_path / "out.safetensors"))["y"].double()
+    q = load_file(str(tmp_path / "q.safetensors"))
+    with torch.no_grad():
+        xq = fake_quant(x, act["scale"])
+        wq = fake_quant(conv.weight, q["weight.scale"].double(), axis=0)
+        want = torch.relu(torch.nn.functional.conv2d(xq, wq, conv.bias.double(), padding=1) + xq)
+    assert float((got - want).norm() / want.norm()) < 1e-5
+
+
 def test_errors_name_the_problem(tmp_path):
     model = Mlp()
     net = write_network(tmp_path, model)

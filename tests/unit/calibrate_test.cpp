@@ -193,6 +193,59 @@ TEST(Calibration, F8WeightsAreTheF8ConversionOfWeightOverScale) {
   std::filesystem::remove_all(dir);
 }
 
+// A residual add's residual input (not a product's result, the other input being a conv's through its batch_norm) is
+// quantized with --quantize-residuals, sharing the quantize of the conv that reads the same tensor; an add of two
+// products' results is left alone, and nothing changes without the option.
+TEST(Calibration, QuantizeResidualsQuantizesTheResidualInputOfResidualAdds) {
+  Network net;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0F, 0.2F);
+  auto constant = [&](const std::string& name, const Dims& shape, float offset = 0.0F) {
+    std::vector<float> v(static_cast<std::size_t>(shape.volume()));
+    for (float& e : v) e = offset + dist(rng);
+    return net.add_constant_copy(DataType::kF32, shape, v.data(), name);
+  };
+  ConvOptions same;
+  same.padding = {1, 1};
+  Tensor x = net.add_input("x", DataType::kF32, {1, 16, 6, 6});
+  Tensor a = net.add_convolution(x, constant("wa", {16, 16, 3, 3}), {}, same);
+  Tensor bn = net.add_batch_norm(a, constant("mean", {16}), constant("var", {16}, 1.0F), constant("gamma", {16}, 1.0F),
+                                 constant("beta", {16}));
+  Tensor r1 = net.add_activation("relu", net.add_binary("add", bn, x));
+  Tensor b = net.add_convolution(r1, constant("wb", {16, 16, 3, 3}), {}, same);
+  Tensor c = net.add_convolution(r1, constant("wc", {16, 16, 3, 3}), {}, same);
+  net.mark_output(net.add_binary("add", b, c), "y");
+  HostTensor in(DataType::kF32, {1, 16, 6, 6});
+  const std::vector<float> v = normal(in.size(), 4);
+  std::memcpy(in.bytes.data(), v.data(), in.bytes.size());
+
+  for (bool residuals : {false, true}) {
+    SCOPED_TRACE(residuals ? "quantize_residuals" : "default");
+    CalibrationOptions o;
+    o.quantize_residuals = residuals;
+    Calibrator calibrator(net, o);
+    calibrator.add_batch({{"x", in}});
+    const auto ranges = calibrator.activation_ranges();
+    ASSERT_EQ(ranges.size(), 2u);  // x and r1 either way: the residual x is also conv a's input
+    EXPECT_EQ(ranges[0].tensor, "x");
+    EXPECT_EQ(ranges[0].layers.size(), residuals ? 2u : 1u);
+    const Network q = calibrator.quantized_network();
+    EXPECT_EQ(count_ops(q, "quantize"), 2);
+    const graph::Graph& g = graph::graph_of(q);
+    int dequantized_adds = 0;
+    for (const auto& layer : g.layers) {
+      if (layer.op != "add") continue;
+      for (auto id : layer.inputs) {
+        const std::int32_t producer = g.tensor(id).producer;
+        if (producer >= 0 && g.layers[static_cast<std::size_t>(producer)].op == "dequantize") ++dequantized_adds;
+      }
+    }
+    EXPECT_EQ(dequantized_adds, residuals ? 1 : 0);
+    const std::map<std::string, HostTensor> inputs{{"x", in}};
+    EXPECT_LT(rel_l2(run_reference(q, inputs).at("y"), run_reference(net, inputs).at("y")), 5e-2);
+  }
+}
+
 TEST(Calibration, OptionsThatCannotWorkAreRefused) {
   Mlp m;
   CalibrationOptions entropy_f8;

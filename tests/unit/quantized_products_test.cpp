@@ -264,18 +264,27 @@ TEST(QuantizedProducts, ALayerNormAlsoWritesItsQuantizedResult) {
   EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 1e-3);
 }
 
-// x -> quantize -> dequantize -> conv 3x3 (weight: a dequantize of a quantized constant, per output channel).
-Tensor quantized_conv_of(Network& net, Tensor x, DataType type, std::int64_t out, const std::string& name) {
-  const std::int64_t in = net.shape(x)[1];
+// x -> quantize -> dequantize, one scale.
+Tensor quantize_dequantize(Network& net, Tensor x, DataType type, const std::string& name) {
   Tensor sx = net.add_small_constant({type == DataType::kI8 ? 2.0 / 127 : 2.0 / 448}, DataType::kF32, Dims{},
                                      name + ".x_scale");
-  Tensor xq = net.add_dequantize(net.add_quantize(x, sx, type), sx);
+  return net.add_dequantize(net.add_quantize(x, sx, type), sx);
+}
+
+// A conv 3x3 of a dequantized x (weight: a dequantize of a quantized constant, per output channel).
+Tensor conv_of_dequantized(Network& net, Tensor xq, DataType type, std::int64_t out, const std::string& name) {
+  const std::int64_t in = net.shape(xq)[1];
   Tensor w = quantized_weight(net, name + ".weight", type, Dims{out, in, 3, 3});
   Tensor sw = f32_constant(net, name + ".weight_scale", Dims{out}, 0.0005f, 0.002f);
   ConvOptions options;
   options.padding = {1, 1};
   return net.add_convolution(xq, net.add_dequantize(w, sw, DataType::kF32, 0),
                              f32_constant(net, name + ".bias", Dims{out}, -0.5f, 0.5f), options);
+}
+
+// x -> quantize -> dequantize -> conv 3x3.
+Tensor quantized_conv_of(Network& net, Tensor x, DataType type, std::int64_t out, const std::string& name) {
+  return conv_of_dequantized(net, quantize_dequantize(net, x, type, name), type, out, name);
 }
 
 // A ResNet block: conv -> relu -> conv, + the block's input, relu.
@@ -335,6 +344,50 @@ TEST(QuantizedProducts, ConvolutionsBetweenDequantizesRunQuantizedChannelsLast) 
     EXPECT_LE(count_ops(lowered, "transpose"), 3);
     // f16 activations and f32 quantization may move a value across a rounding boundary: a few steps at most.
     EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 2e-2);
+  }
+}
+
+// With the residual quantized too (calibrate --quantize-residuals): the block's input is quantized once, for conv1 and
+// for the residual, which the second conv reads quantized (input 6, its scale); so its result can stay quantized for
+// the next block, and no quantize step is left but the network input's.
+TEST(QuantizedProducts, AQuantizedResidualIsReadQuantizedAndTheBlockOutputStaysQuantized) {
+  for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+    SCOPED_TRACE(to_string(type));
+    builder::WeightPool pool;
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {2, 32, 6, 6});
+    Tensor y = x;
+    for (const char* block : {"block1", "block2"}) {
+      const std::string name = block;
+      Tensor xd = quantize_dequantize(net, y, type, name + ".input");  // one quantize for conv1 and the residual
+      Tensor h = net.add_activation("relu", conv_of_dequantized(net, xd, type, 32, name + ".conv1"));
+      y = net.add_activation("relu", net.add_binary("add", quantized_conv_of(net, h, type, 32, name + ".conv2"), xd));
+    }
+    net.mark_output(y, "y");
+    Network lowered = builder::lower_quantized_products(net, pool);
+    lowered = builder::lower_precision(lowered, DataType::kF16, pool, plugin::Device::kHost);
+    lowered = builder::device_layout_passes(builder::remove_dead_layers(lowered), pool);
+    EXPECT_EQ(count_ops(lowered, "quantize"), 1);  // x's; every other one is an epilogue
+    EXPECT_EQ(count_ops(lowered, "dequantize"), 0);
+    EXPECT_EQ(count_ops(lowered, "add"), 0);
+    const graph::Graph& g = graph::graph_of(lowered);
+    int quantized_residuals = 0;
+    for (const auto& layer : g.layers) {
+      if (layer.op != "quantized_conv" || layer.inputs.size() < 7) continue;
+      const bool last = ++quantized_residuals == 2;
+      EXPECT_EQ(g.tensor(layer.inputs[4]).dtype, type) << layer.name;
+      EXPECT_EQ(g.static_dims(layer.inputs[4]), Dims({2, 6, 6, 32})) << layer.name;  // channels last, as y
+      EXPECT_EQ(g.tensor(layer.inputs[6]).dtype, DataType::kF32) << layer.name;
+      EXPECT_TRUE(g.tensor(layer.inputs[6]).shape.empty()) << layer.name;
+      // Block 1's result only feeds block 2's quantize: it is written quantized; block 2's is the network's output.
+      EXPECT_EQ(layer.attrs.count("quantize_to") != 0, !last) << layer.name;
+    }
+    EXPECT_EQ(quantized_residuals, 2);
+    std::map<std::string, HostTensor> in{{"x", random_input({2, 32, 6, 6}, 8)}};
+    // The residual added exactly (not rounded to f16) and the block result quantized from f32: values near a rounding
+    // boundary land a step away, a larger step on e4m3's grid.
+    EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")),
+              type == DataType::kI8 ? 2e-2 : 5e-2);
   }
 }
 

@@ -28,6 +28,7 @@ struct CalibrateOptions {
   bool per_tensor_weights = false;
   std::vector<std::string> ops = {"linear", "matmul", "conv"};
   std::vector<std::string> skip;
+  bool quantize_residuals = false;
   int bins = 2048;
   bool quiet = false;
 };
@@ -45,6 +46,7 @@ int calibrate(const CalibrateOptions& o) {
   options.per_channel_weights = !o.per_tensor_weights;
   options.ops = o.ops;
   options.skip_layers = o.skip;
+  options.quantize_residuals = o.quantize_residuals;
   options.histogram_bins = o.bins;
   if (options.activations && o.batches.empty()) {
     throw InvalidArgumentError(
@@ -126,6 +128,10 @@ void add_calibrate_command(CLI::App& app, Action& action) {
                 "one scale per weight instead of one per output channel");
   cmd->add_option("--ops", o->ops, "ops whose inputs are quantized")->delimiter(',')->capture_default_str();
   cmd->add_option("--skip", o->skip, "a layer (by name) to leave in float; repeat for several");
+  cmd->add_flag("--quantize-residuals", o->quantize_residuals,
+                "also quantize the residual input of residual adds (the add of a convolution's or linear's result and "
+                "an earlier activation), as TensorRT places Q/DQ in CNN blocks: a quantized convolution then reads its "
+                "residual quantized and its result stays quantized for the next block");
   cmd->add_option("--bins", o->bins, "histogram bins of |x| per activation (even, at least 128)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "no progress messages");

@@ -1,5 +1,6 @@
 // Builder passes for the CUDA target: matmul + bias as linear, and epilogues (residual add, relu/gelu) fused into
-// the linear or conv before them, as cuBLASLt, CUTLASS and cuDNN can apply them.
+// the linear or conv before them, as cuBLASLt, CUTLASS and cuDNN can apply them (a quantized conv's residual read
+// quantized where it is a dequantize).
 #include <fmt/format.h>
 
 #include <string>
@@ -32,6 +33,20 @@ std::size_t inputs_before_residual(const std::string& op) {
 
 bool same_shape(const graph::Graph& g, std::int32_t a, std::int32_t b) {
   return g.tensor(a).shape == g.tensor(b).shape && g.tensor(a).dtype == g.tensor(b).dtype;
+}
+
+// A residual that a quantized_conv can read quantized: a dequantize of an i8 or f8e4m3 tensor by one constant scale
+// (a scalar), as a calibrated network's quantized residual add has it. The conv then adds the quantized values times
+// that scale (input 6) and no dequantize step runs.
+const graph::Layer* quantized_residual(const graph::Graph& g, const graph::Layer& conv, std::int32_t residual) {
+  if (conv.op != "quantized_conv") return nullptr;
+  const graph::Layer* dq = producer_of(g, residual, "dequantize");
+  if (dq == nullptr) return nullptr;
+  const DataType type = g.tensor(dq->inputs[0]).dtype;
+  if (type != DataType::kI8 && type != DataType::kF8E4M3) return nullptr;
+  const std::int32_t scale = dq->inputs[1];
+  const bool scalar = is_constant(g, scale) && g.tensor(scale).shape.empty() && g.tensor(scale).dtype == DataType::kF32;
+  return scalar ? dq : nullptr;
 }
 
 }  // namespace
@@ -101,6 +116,7 @@ Network fuse_epilogues(const Network& network) {
   const TensorUses uses(g);
   struct Fusion {
     std::int32_t residual = -1;
+    std::int32_t residual_scale = -1;  // quantized_conv reading its residual quantized
     std::string activation = "none";
     std::size_t last = 0;  // the last absorbed layer: the fused layer is made where it was
   };
@@ -138,6 +154,10 @@ Network fuse_epilogues(const Network& network) {
         // cuDNN fuses a residual only together with an activation.
         if (linear || activation_follows) {
           f.residual = other;
+          if (const graph::Layer* dq = quantized_residual(g, layer, other)) {
+            f.residual = dq->inputs[0];
+            f.residual_scale = dq->inputs[1];
+          }
           absorbed.push_back(use->layer);
           value = add.outputs[0];
           use = after;
@@ -174,6 +194,10 @@ Network fuse_epilogues(const Network& network) {
     for (std::size_t i = 0; i < inputs_before_residual(base.op); ++i)
       inputs.push_back(i < base.inputs.size() ? rewriter.get(base.inputs[i]) : Tensor{});
     inputs.push_back(rewriter.get(fusion[a].residual));
+    if (fusion[a].residual_scale >= 0) {
+      inputs.emplace_back();  // quantized_conv's output_scale: none yet (fuse_quantized_outputs may add it)
+      inputs.push_back(rewriter.get(fusion[a].residual_scale));
+    }
     while (!inputs.back().valid()) inputs.pop_back();
     Attributes attrs = base.attrs;
     if (fusion[a].activation != "none") attrs["activation"] = fusion[a].activation;

@@ -50,8 +50,8 @@ void lower_plugin_layer(GraphRewriter& rewriter, const graph::Layer& layer, Data
 // Whether input `i` of an `op` layer is a quantization scale.
 bool is_scale_input(const std::string& op, std::size_t i) {
   if (op == "quantize" || op == "dequantize") return i == 1;
-  if (op == "quantized_linear") return i == 2 || i == 5;  // the product's scale, the output's
-  if (op == "quantized_conv") return i == 2;
+  if (op == "quantized_linear") return i == 2 || i == 5;          // the product's scale, the output's
+  if (op == "quantized_conv") return i == 2 || i == 5 || i == 6;  // the product's, the output's, the residual's
   return false;
 }
 

@@ -22,11 +22,7 @@ namespace {
 bool is_quantized(DataType dtype) { return dtype == DataType::kI8 || dtype == DataType::kF8E4M3; }
 
 // The dequantize layer that produces `id`, when one does.
-const graph::Layer* dequantize_of(const graph::Graph& g, std::int32_t id) {
-  if (id < 0 || g.tensor(id).kind != graph::TensorKind::kLayerOutput) return nullptr;
-  const graph::Layer& layer = g.layers[static_cast<std::size_t>(g.tensor(id).producer)];
-  return layer.op == "dequantize" ? &layer : nullptr;
-}
+const graph::Layer* dequantize_of(const graph::Graph& g, std::int32_t id) { return producer_of(g, id, "dequantize"); }
 
 // A dequantize's scale values when its scale is a constant: one (per tensor) or one per channel along `axis`.
 struct Scale {
@@ -126,7 +122,7 @@ bool quantizes_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
 // others keep reading the float result, which the layer still writes).
 const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& uses, const graph::Layer& layer) {
   const bool product = layer.op == "quantized_linear" || layer.op == "quantized_conv";
-  if (product && layer.inputs.size() <= 5) {  // input 5: already quantized
+  if (product && !(layer.inputs.size() > 5 && layer.inputs[5] >= 0)) {  // input 5: already quantized
     const TensorUse* use = uses.only_reader(layer.outputs[0]);
     if (use == nullptr || use->position != 0 || !quantizes_per_tensor(g, g.layers[use->layer])) return nullptr;
     return &g.layers[use->layer];
@@ -170,6 +166,9 @@ Network fuse_quantized_outputs(const Network& network) {
       inputs.push_back(i < layer.inputs.size() ? rewriter.get(layer.inputs[i]) : Tensor{});
     }
     inputs.push_back(rewriter.get(quantize.inputs[1]));
+    for (std::size_t i = scale_input + 1; i < layer.inputs.size(); ++i) {  // quantized_conv's residual_scale
+      inputs.push_back(layer.inputs[i] >= 0 ? rewriter.get(layer.inputs[i]) : Tensor{});
+    }
     Attributes attrs = layer.attrs;
     attrs["quantize_to"] = std::string(to_string(g.tensor(quantize.outputs[0]).dtype));
     std::vector<Tensor> outs = net.add_layer(layer.op, inputs, attrs, layer.name);

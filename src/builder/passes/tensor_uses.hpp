@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -41,5 +42,12 @@ struct TensorUses {
     return use != nullptr && use->layer == layer;
   }
 };
+
+// The layer of op `op` that produces `id`, when one does.
+inline const graph::Layer* producer_of(const graph::Graph& g, std::int32_t id, std::string_view op) {
+  if (id < 0 || g.tensor(id).kind != graph::TensorKind::kLayerOutput) return nullptr;
+  const graph::Layer& layer = g.layers[static_cast<std::size_t>(g.tensor(id).producer)];
+  return layer.op == op ? &layer : nullptr;
+}
 
 }  // namespace tensoracle::builder

@@ -124,16 +124,31 @@ TensorType to_channels_first(const TensorType& t) {
 std::vector<DimId> to_channels_last(const std::vector<DimId>& s) { return {s[0], s[2], s[3], s[1]}; }
 
 // conv's fused epilogue (made by the builder): activation "none" or "relu" applied to conv + bias + residual, where
-// the optional residual (input 3; quantized_conv's 4) has the output's dtype and shape.
+// the optional residual (input 3; quantized_conv's 4) has the output's shape and dtype, or, for quantized_conv with
+// residual_scale (input 6, an f32 scalar), is i8 or f8e4m3 and is multiplied by that scale first.
 void check_conv_epilogue(InferContext& ctx, const ConvForm& form, const TensorType& x,
                          const std::vector<DimId>& out_shape) {
   const std::string activation = ctx.get_string("activation", "none");
   if (activation != "none" && activation != "relu") {
     ctx.fail(fmt::format("attribute 'activation' must be \"none\" or \"relu\", not \"{}\"", activation));
   }
-  if (!ctx.has_input(form.bias + 1)) return;
+  constexpr std::size_t kResidualScale = 6;  // quantized_conv's: the residual is quantized
+  const bool quantized_residual = form.quantized && ctx.has_input(kResidualScale);
+  if (!ctx.has_input(form.bias + 1)) {
+    if (quantized_residual) ctx.fail("residual_scale (input 6) is given but there is no residual (input 4)");
+    return;
+  }
   const TensorType& residual = ctx.input(form.bias + 1, "residual");
-  if (form.quantized) {
+  if (quantized_residual) {
+    // residual * residual_scale (exact) is what is added: a quantized tensor's dequantize fused in.
+    ctx.require_dtype(residual, {DataType::kI8, DataType::kF8E4M3}, "residual (quantized: residual_scale is given)");
+    const TensorType& residual_scale = ctx.input(kResidualScale, "residual_scale");
+    ctx.require_dtype(residual_scale, {DataType::kF32}, "residual_scale");
+    if (residual_scale.rank() != 0) {
+      ctx.fail(fmt::format("residual_scale '{}' must be a scalar (one scale for the residual), but has shape {}",
+                           residual_scale.name, ctx.shape_string(residual_scale.shape)));
+    }
+  } else if (form.quantized) {
     ctx.require_dtype(residual, {form.result}, "residual");
   } else {
     ctx.require_same_dtype(x, residual);
@@ -178,8 +193,10 @@ std::vector<OutputType> infer_conv(InferContext& ctx) { return infer_conv_form(c
 
 // conv of i8 or f8e4m3 x and weight (the same type), the sum scaled per output channel by scale[O] (f32), then bias,
 // residual and activation as conv's, in `to` (a float type), or, with `quantize_to` and output_scale (input 5, an f32
-// scalar), quantized by that scale to i8 or f8e4m3. The builder's lowering of a conv between dequantizes
-// (builder::lower_quantized_products) and of a quantize after it (builder::fuse_quantized_outputs).
+// scalar), quantized by that scale to i8 or f8e4m3. With residual_scale (input 6) the residual is quantized and
+// dequantized by it on the way in. The builder's lowering of a conv between dequantizes
+// (builder::lower_quantized_products), of a quantize after it (builder::fuse_quantized_outputs) and of a dequantized
+// residual (builder::fuse_epilogues).
 std::vector<OutputType> infer_quantized_conv(InferContext& ctx) {
   const DataType to = ctx.get_dtype("to", DataType::kF32);
   if (to != DataType::kF32 && to != DataType::kF16 && to != DataType::kBF16) {
@@ -385,11 +402,12 @@ void register_convolution_ops(std::vector<OpDef>& ops) {
                       "1D/2D convolution (NCL/NCHW or NHWC), weight [O, C/groups, k...]; fused residual and relu"});
   ops.push_back(OpDef{"quantized_conv",
                       3,
-                      6,
+                      7,
                       {"stride", "padding", "dilation", "groups", "activation", "layout", "to", "quantize_to"},
                       infer_quantized_conv,
-                      "conv of i8 or f8e4m3 x and weight scaled per output channel by scale[O], + bias + residual, "
-                      "activation; result in `to`, or quantized by output_scale to `quantize_to`"});
+                      "conv of i8 or f8e4m3 x and weight scaled per output channel by scale[O], + bias + residual "
+                      "(or a quantized residual times residual_scale), activation; result in `to`, or quantized by "
+                      "output_scale to `quantize_to`"});
   ops.push_back(OpDef{"conv_transpose2d",
                       2,
                       3,

@@ -551,6 +551,65 @@ def qdq_conv_cases():
         x = rand(2, c, 10, 10, dtype=torch.float16, low=-2, high=2)
         cases.append(Case(f"qdq_conv_block_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
                           inline={"sx": ([sx], "f32", []), "sh": ([sh], "f32", [])}, tolerance=1e-2))
+    return cases + qdq_residual_conv_cases()
+
+
+def qdq_residual_conv_cases():
+    """Two ResNet blocks as `tensoracle calibrate --quantize-residuals` writes them: each block's input is quantized
+    once, and both the first conv and the residual add read its dequantize. The builder lowers the convs and, on CUDA,
+    the second conv reads the residual quantized (times its scale) and, in the first block, writes its result quantized
+    for the next block: no quantize step is left but the input's. Reference: the pattern's math in float64 (the
+    residual's dequantize exact; an engine rounds it and the first block's result to f16: tolerance 1e-2, 3e-2 for
+    e4m3)."""
+    cases = []
+    for q in ("i8", "f8e4m3"):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        top = 127 if q == "i8" else 448
+        c = 32
+        weights, layers, inline = {}, [], {}
+        pad = {"padding": [1, 1]}
+        # Block 1 reads x in [-2, 2] (its h reaches about 40, clipped at 16; its result about 250); block 2 has weights
+        # a sixteenth as large and clips its input at 256 and its h at 128.
+        for b, (source, out) in enumerate((("x", "y1"), ("y1", "y"))):
+            p = f"b{b}_"
+            w_range = 1.0 if b == 0 else 1 / 16
+            for i in (1, 2):
+                weights[f"{p}w{i}"] = rand(c, c, 3, 3, low=-w_range, high=w_range)
+                weights[f"{p}b{i}"] = rand(c, dtype=torch.float16)
+                weights[f"{p}sw{i}"] = scales(c, low=w_range / top, high=1.2 * w_range / top)
+                layers.append(layer("quantize", [f"{p}w{i}", f"{p}sw{i}"], f"{p}w{i}q", to=q, axis=0))
+                layers.append(layer("dequantize", [f"{p}w{i}q", f"{p}sw{i}"], f"{p}w{i}d", to="f16", axis=0))
+            inline[f"{p}sx"] = ([f32((2 if b == 0 else 256) / top)], "f32", [])
+            inline[f"{p}sh"] = ([f32((16 if b == 0 else 128) / top)], "f32", [])
+            layers += [
+                layer("quantize", [source, f"{p}sx"], f"{p}xq", to=q),
+                layer("dequantize", [f"{p}xq", f"{p}sx"], f"{p}xd", to="f16"),  # conv1's x and the residual
+                layer("conv", [f"{p}xd", f"{p}w1d", f"{p}b1"], f"{p}h", **pad),
+                layer("relu", [f"{p}h"], f"{p}hr"),
+                layer("quantize", [f"{p}hr", f"{p}sh"], f"{p}hq", to=q),
+                layer("dequantize", [f"{p}hq", f"{p}sh"], f"{p}hd", to="f16"),
+                layer("conv", [f"{p}hd", f"{p}w2d", f"{p}b2"], f"{p}h2", **pad),
+                layer("add", [f"{p}h2", f"{p}xd"], f"{p}s"),
+                layer("relu", [f"{p}s"], out),
+            ]
+
+        def ref(t, quant=quant):
+            y = t["x"]
+            for b in range(2):
+                p = f"b{b}_"
+                sx, sh = t[f"{p}sx"], t[f"{p}sh"]
+                xq = quant(y, sx)
+                w1q, w2q = quant(t[f"{p}w1"], t[f"{p}sw1"], 0), quant(t[f"{p}w2"], t[f"{p}sw2"], 0)
+                h = quantized_convolution(xq, w1q, sx * t[f"{p}sw1"], t[f"{p}b1"], None, True, 1, 1)
+                residual = xq.to(torch.float64) * sx.to(torch.float64)
+                y = quantized_convolution(quant(h, sh), w2q, sh * t[f"{p}sw2"], t[f"{p}b2"], residual, True, 1, 1)
+            return {"y": y}
+
+        x = rand(2, c, 10, 10, dtype=torch.float16, low=-2, high=2)
+        # e4m3's steps are an eighth to a sixteenth of the value: a value of block 2's h that f16 rounding moves across
+        # a rounding midpoint changes by that much, hence 3e-2 there.
+        cases.append(Case(f"qdq_conv_residual_blocks_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+                          inline=inline, tolerance=1e-2 if q == "i8" else 3e-2))
     return cases
 
 

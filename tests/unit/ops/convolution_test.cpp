@@ -572,3 +572,46 @@ TEST(ConvolutionResize, RejectsBadInputs) {
 
 }  // namespace
 }  // namespace tensoracle
+
+namespace tensoracle {
+namespace {
+
+// quantized_conv's quantized residual: i8 or f8e4m3 with an f32 scalar residual_scale (input 6), never alone.
+TEST(ConvolutionQuantizedConv, QuantizedResidualNeedsItsScalarScale) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kI8, {1, 16, 4, 4});
+  std::vector<std::int8_t> w(16 * 16);
+  Tensor weight = net.add_constant_copy(DataType::kI8, {16, 16, 1, 1}, w.data(), "w");
+  Tensor scale = net.add_small_constant(std::vector<double>(16, 0.01), DataType::kF32, Dims{16}, "s");
+  Tensor rq = net.add_input("rq", DataType::kI8, {1, 16, 4, 4});
+  Tensor rf = net.add_input("rf", DataType::kF16, {1, 16, 4, 4});
+  Tensor rs = net.add_small_constant({0.02}, DataType::kF32, Dims{}, "rs");
+  Tensor rv = net.add_small_constant({0.02, 0.03}, DataType::kF32, Dims{2}, "rv");
+  const Attributes attrs = {{"to", std::string("f16")}, {"activation", std::string("relu")}};
+  Tensor y = net.add_layer("quantized_conv", {x, weight, scale, Tensor{}, rq, Tensor{}, rs}, attrs, "ok")[0];
+  EXPECT_EQ(net.dtype(y), DataType::kF16);
+  EXPECT_EQ(net.shape(y), Dims({1, 16, 4, 4}));
+  EXPECT_TRUE(FailsWith(
+      [&] {
+        net.add_layer("quantized_conv", {x, weight, scale, Tensor{}, rf, Tensor{}, rs}, attrs, "a");
+      },
+      {"residual (quantized: residual_scale is given) 'rf' has dtype f16"}));
+  EXPECT_TRUE(FailsWith(
+      [&] {
+        net.add_layer("quantized_conv", {x, weight, scale, Tensor{}, rq}, attrs, "b");
+      },
+      {"residual 'rq' has dtype i8"}));
+  EXPECT_TRUE(FailsWith(
+      [&] {
+        net.add_layer("quantized_conv", {x, weight, scale, Tensor{}, Tensor{}, Tensor{}, rs}, attrs, "c");
+      },
+      {"residual_scale (input 6) is given but there is no residual (input 4)"}));
+  EXPECT_TRUE(FailsWith(
+      [&] {
+        net.add_layer("quantized_conv", {x, weight, scale, Tensor{}, rq, Tensor{}, rv}, attrs, "d");
+      },
+      {"residual_scale 'rv' must be a scalar"}));
+}
+
+}  // namespace
+}  // namespace tensoracle

@@ -89,9 +89,11 @@ HostTensor to_channels_last(const TensorRef& t) { return permute_channels(t, fal
 
 // out (channels first) = y + bias[channel]; for conv also the fused epilogue: + residual, then the activation. The
 // sum is rounded once, to out's dtype. The bias is input `bias_input` (conv's 2, quantized_conv's 3), the residual
-// the next one.
+// the next one; quantized_conv's residual may be quantized, times the scalar at `residual_scale_input` (exact in
+// double, not rounded to out's dtype first).
 void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vector<double> y, bool epilogue = false,
-                        std::size_t bias_input = 2, std::size_t output_scale_input = SIZE_MAX) {
+                        std::size_t bias_input = 2, std::size_t output_scale_input = SIZE_MAX,
+                        std::size_t residual_scale_input = SIZE_MAX) {
   if (ctx.has_input(bias_input) && !y.empty()) {
     const std::vector<double> bias = to_f64(ctx.input(bias_input));
     const std::int64_t channels = out.shape[1], plane = out.shape[2] * (out.shape.rank() == 4 ? out.shape[3] : 1);
@@ -103,7 +105,8 @@ void add_bias_and_store(const KernelContext& ctx, const TensorRef& out, std::vec
     const TensorRef& r = ctx.input(bias_input + 1);
     HostTensor first = channels_last(ctx) ? to_channels_first(r) : HostTensor();
     const std::vector<double> residual = channels_last(ctx) ? to_f64(first) : to_f64(r);
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i];
+    const double scale = ctx.has_input(residual_scale_input) ? to_f64(ctx.input(residual_scale_input))[0] : 1.0;
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] += residual[i] * scale;
   }
   if (epilogue && ctx.get_string("activation", "none") == "relu") {
     for (double& v : y) v = v < 0.0 ? 0.0 : v;  // as the relu kernel
@@ -170,7 +173,7 @@ void quantized_conv(KernelContext& ctx, const TensorRef& x, const TensorRef& w, 
   for (std::size_t i = 0; i < y.size(); ++i) {
     y[i] *= scale[static_cast<std::size_t>(static_cast<std::int64_t>(i) / plane % channels)];
   }
-  add_bias_and_store(ctx, out, std::move(y), true, 3, 5);
+  add_bias_and_store(ctx, out, std::move(y), true, 3, 5, 6);
 }
 
 // ---- conv_transpose2d: per sample and group, cols = weightᵀ [O/g·kh·kw, C/g] · x [C/g, H·W], then col2im ----

@@ -555,7 +555,7 @@ void launch_conv_cudnn(const StepLaunch& launch, const CudnnConvPlan& plan) {
     const auto data = [&](std::size_t i) -> const void* {
       return i < launch.inputs.size() ? launch.inputs[i].data : nullptr;
     };
-    return check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), nullptr, data(2), data(3), nullptr,
+    return check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), nullptr, data(2), data(3), nullptr, nullptr,
                                            launch.outputs.at(0).data, launch.workspace),
                        "cudnnBackendExecute", launch);
   }

@@ -1,5 +1,6 @@
 // cuDNN backend-API plans for a forward convolution with its fused epilogue: the operation graph
-// conv → (· scale) → (+ bias) → (+ residual) → (relu) → (/ output scale), heuristics mode A, the first usable engine
+// conv → (· scale) → (+ bias) → (+ residual, or / s + quantized residual · s) → (relu) → (/ output scale), heuristics
+// mode A, the first usable engine
 // configuration finalized once, when the step is prepared. The legacy cudnnConvolution*Forward calls rebuild that plan
 // inside cuDNN on every call (hundreds of microseconds of host time per launch on cuDNN 9); here a launch costs one
 // cudnnBackendExecute (and, when its pointers differ from the last launch's, a new variant pack).
@@ -74,7 +75,10 @@ enum Uid : std::int64_t {
   kScale,
   kScaleOut,
   kOutputScale,
-  kReluOut
+  kReluOut,
+  kResidualScale,
+  kUnscaledOut,
+  kRescaledOut
 };
 
 Desc tensor(Builder& b, std::int64_t uid, cudnnDataType_t type, const std::array<std::int64_t, 4>& dims, bool nhwc,
@@ -182,20 +186,34 @@ std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle
   std::vector<Step> steps;
   if (p.scale) steps.push_back({CUDNN_POINTWISE_MUL, kScale, CUDNN_DATA_FLOAT, channel_dims, kScaleOut});
   if (p.bias) steps.push_back({CUDNN_POINTWISE_ADD, kBias, p.type, channel_dims, kBiasOut});
-  if (p.residual) steps.push_back({CUDNN_POINTWISE_ADD, kResidual, p.type, y_dims, kResidualOut});
+  if (p.residual && p.residual_scale) {
+    // v + residual · s as (v / s + residual) · s: a chain whose every step reads the previous result and one graph
+    // input (the form cuDNN's runtime fusion takes), equal up to f32 rounding.
+    const std::array<std::int64_t, 4> scalar = {1, 1, 1, 1};
+    steps.push_back({CUDNN_POINTWISE_DIV, kResidualScale, CUDNN_DATA_FLOAT, scalar, kUnscaledOut});
+    steps.push_back({CUDNN_POINTWISE_ADD, kResidual, p.residual_type, y_dims, kResidualOut});
+    steps.push_back({CUDNN_POINTWISE_MUL, kResidualScale, CUDNN_DATA_FLOAT, scalar, kRescaledOut});
+  } else if (p.residual) {
+    steps.push_back({CUDNN_POINTWISE_ADD, kResidual, p.type, y_dims, kResidualOut});
+  }
   if (p.relu) steps.push_back({CUDNN_POINTWISE_RELU_FWD, 0, CUDNN_DATA_FLOAT, {}, kReluOut});
   if (p.output_scale) {
     steps.push_back({CUDNN_POINTWISE_DIV, kOutputScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, kY});
   }
   std::vector<Desc> keep;  // tensors the chain refers to
   keep.reserve(2 * steps.size());
+  std::vector<std::pair<std::int64_t, const Desc*>> operands;  // uid -> its descriptor (one per graph input)
   const Desc* current = &conv_out;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Step& step = steps[i];
     const Desc* operand = nullptr;
-    if (step.operand_uid != 0) {
+    for (const auto& [uid, desc] : operands) {
+      if (uid == step.operand_uid) operand = desc;
+    }
+    if (step.operand_uid != 0 && operand == nullptr) {
       keep.push_back(tensor(b, step.operand_uid, step.operand_type, step.operand_dims, p.nhwc, false, p.alignment));
       operand = &keep.back();
+      operands.emplace_back(step.operand_uid, operand);
     }
     const bool last = i + 1 == steps.size();
     if (!last) keep.push_back(tensor(b, step.out_uid, CUDNN_DATA_FLOAT, y_dims, p.nhwc, true, p.alignment));
@@ -272,6 +290,7 @@ std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle
     result->bias_ = p.bias;
     result->residual_ = p.residual;
     result->output_scale_ = p.output_scale;
+    result->residual_scale_ = p.residual && p.residual_scale;
     result->workspace_ = static_cast<std::size_t>(workspace);
     plans.push_back(std::move(result));
   }
@@ -285,16 +304,16 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
 }
 
 cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const void* w, const void* scale,
-                                     const void* bias, const void* residual, const void* output_scale, void* y,
-                                     void* workspace) const {
-  const std::array<const void*, 8> pointers = {x, w, scale, bias, residual, output_scale, y, workspace};
+                                     const void* bias, const void* residual, const void* output_scale,
+                                     const void* residual_scale, void* y, void* workspace) const {
+  const std::array<const void*, 9> pointers = {x, w, scale, bias, residual, output_scale, residual_scale, y, workspace};
   if (variant_pack_ == nullptr || pointers != bound_) {
     if (variant_pack_ != nullptr) {
       cudnnBackendDestroyDescriptor(variant_pack_);
       variant_pack_ = nullptr;
     }
-    std::array<std::int64_t, 7> uids = {kX, kW, kY};
-    std::array<void*, 7> data = {const_cast<void*>(x), const_cast<void*>(w), y};
+    std::array<std::int64_t, 8> uids = {kX, kW, kY};
+    std::array<void*, 8> data = {const_cast<void*>(x), const_cast<void*>(w), y};
     std::size_t count = 3;
     if (scale_) {
       uids[count] = kScale;
@@ -311,6 +330,10 @@ cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const 
     if (output_scale_) {
       uids[count] = kOutputScale;
       data[count++] = const_cast<void*>(output_scale);
+    }
+    if (residual_scale_) {
+      uids[count] = kResidualScale;
+      data[count++] = const_cast<void*>(residual_scale);
     }
     Builder b;
     Desc pack = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);

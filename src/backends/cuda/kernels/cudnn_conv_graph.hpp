@@ -14,7 +14,8 @@ namespace tensoracle::cuda {
 
 // y = relu(scale · conv(x, w) + bias + residual) / output_scale, each part after the convolution optional (relu and
 // residual as the builder fuses them: a residual only with a relu; scale, one f32 per output channel, for quantized x
-// and w; output_scale, one f32, for a result quantized again). Dims in NCHW order; nhwc says how they are laid out.
+// and w; output_scale, one f32, for a result quantized again; a quantized residual, i8 or f8e4m3, is added as
+// residual · residual_scale, one f32). Dims in NCHW order; nhwc says how they are laid out.
 struct ConvGraphProblem {
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   std::int64_t o = 1, kh = 1, kw = 1, oh = 1, ow = 1;
@@ -25,7 +26,9 @@ struct ConvGraphProblem {
   cudnnDataType_t compute = CUDNN_DATA_FLOAT;     // the convolution's accumulator: f32, or i32 for i8 operands
   bool nhwc = false;
   bool scale = false, bias = false, residual = false, relu = false, output_scale = false;
-  std::int64_t alignment = 16;  // bytes every data pointer is aligned to
+  bool residual_scale = false;                      // the residual is quantized: of residual_type, times its scale
+  cudnnDataType_t residual_type = CUDNN_DATA_INT8;  // with residual_scale: i8 or f8e4m3
+  std::int64_t alignment = 16;                      // bytes every data pointer is aligned to
 };
 
 class ConvGraphPlan {
@@ -51,14 +54,16 @@ class ConvGraphPlan {
   // binds the pointers, is built on the first call and again only when a pointer differs from the last call's; it is
   // the one thing a call changes, hence const with mutable members (one thread at a time, as the execution context).
   cudnnStatus_t execute(cudnnHandle_t handle, const void* x, const void* w, const void* scale, const void* bias,
-                        const void* residual, const void* output_scale, void* y, void* workspace) const;
+                        const void* residual, const void* output_scale, const void* residual_scale, void* y,
+                        void* workspace) const;
 
  private:
   ConvGraphPlan() = default;
   cudnnBackendDescriptor_t plan_ = nullptr;
   mutable cudnnBackendDescriptor_t variant_pack_ = nullptr;
-  mutable std::array<const void*, 8> bound_{};  // x, w, scale, bias, residual, output scale, y, workspace
-  bool scale_ = false, bias_ = false, residual_ = false, output_scale_ = false;
+  // x, w, scale, bias, residual, output scale, residual scale, y, workspace
+  mutable std::array<const void*, 9> bound_{};
+  bool scale_ = false, bias_ = false, residual_ = false, output_scale_ = false, residual_scale_ = false;
   std::size_t workspace_ = 0;
 };
 

@@ -18,8 +18,12 @@ std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, in
 std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation,
                                                bool quantized_output, int device, int sm_count) {
   switch (operands) {
-    case DataType::kF8E4M3: return make_f8e4m3_quantized_gemm(config, activation, quantized_output, device, sm_count);
-    case DataType::kI8: return make_i8_quantized_gemm(config, activation, quantized_output, device, sm_count);
+    case DataType::kF8E4M3:
+      return quantized_output ? make_f8e4m3_requantized_gemm(config, activation, device, sm_count)
+                              : make_f8e4m3_quantized_gemm(config, activation, device, sm_count);
+    case DataType::kI8:
+      return quantized_output ? make_i8_requantized_gemm(config, activation, device, sm_count)
+                              : make_i8_quantized_gemm(config, activation, device, sm_count);
     default: return nullptr;
   }
 }

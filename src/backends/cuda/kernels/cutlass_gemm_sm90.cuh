@@ -252,9 +252,12 @@ std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activati
 
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);   // ..._f16.cu
 std::unique_ptr<FusedGemm> make_bf16_fused_gemm(GemmConfig config, int device, int sm_count);  // ..._bf16.cu
-std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, bool quantized_output,
-                                                      int device, int sm_count);  // ..._fp8.cu
-std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, bool quantized_output,
-                                                  int device, int sm_count);  // ..._int8.cu
+// The quantized products, f16 result (..._fp8.cu, ..._int8.cu) and result quantized again (..._requantized.cu).
+std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, int device,
+                                                      int sm_count);
+std::unique_ptr<FusedGemm> make_f8e4m3_requantized_gemm(GemmConfig config, Activation activation, int device,
+                                                        int sm_count);
+std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_i8_requantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
 
 }  // namespace tensoracle::cuda::sm90

@@ -136,6 +136,42 @@ __device__ __forceinline__ std::uint8_t quantize_one(TIn xv, float s) {
   }
 }
 
+// e4m3's rounding midpoints in f32: half a step of 2^-9 below the smallest normal binade 2^-6, else the f32s whose
+// 20 mantissa bits below e4m3's 3 are 1000...0 (beyond 448 this flags values that saturate anyway; harmless).
+__device__ __forceinline__ bool on_e4m3_midpoint(float q) {
+  const float a = fabsf(q);
+  if (a < 0x1p-6F) {
+    const float steps = a * 512.0F;  // exact: a power-of-two scaling
+    return steps - truncf(steps) == 0.5F;
+  }
+  return (__float_as_uint(a) & 0xFFFFFU) == 0x80000U;
+}
+
+// The same result as quantize_one for f16/bf16/f32 x, mostly in f32: x / scale correctly rounded to f32 is rounded
+// onto the grid (i8: to nearest even integer, saturating; e4m3: the hardware conversion, to nearest even, saturating
+// at ±448). Rounding is monotonic and every rounding midpoint of both grids is an f32, so an f32 quotient off a
+// midpoint lies strictly between the same two midpoints as the exact quotient and rounds to the same grid point. On a
+// midpoint (the exact quotient may be a tie or just beside one) and for NaN, the f64 quotient decides, as the
+// reference: it is never a false tie, since x (at most 24 bits) - m * scale (at most 33 bits for a midpoint m) is a
+// multiple of a unit far above f64's rounding error when it is not zero.
+template <typename TIn, bool kE4M3>
+__device__ __noinline__ std::uint8_t quantize_one_f64(TIn xv, float s) {  // rare: kept out of the hot loop's registers
+  return quantize_one<TIn, kE4M3>(xv, s);
+}
+
+template <typename TIn, bool kE4M3>
+__device__ __forceinline__ std::uint8_t quantize_one_f32(TIn xv, float s) {
+  const float q = __fdiv_rn(static_cast<float>(xv), s);
+  if constexpr (kE4M3) {
+    if (q != q || on_e4m3_midpoint(q)) return quantize_one_f64<TIn, true>(xv, s);
+    return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+  } else {
+    if (fabsf(q - rintf(q)) == 0.5F) return quantize_one_f64<TIn, false>(xv, s);
+    const int r = __float2int_rn(q);  // NaN -> 0; beyond int32 saturates
+    return static_cast<std::uint8_t>(static_cast<std::int8_t>(r < -128 ? -128 : (r > 127 ? 127 : r)));
+  }
+}
+
 template <typename TIn, bool kE4M3>
 __global__ void quantize_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
                                 std::int64_t count, ChannelMap map) {
@@ -145,23 +181,27 @@ __global__ void quantize_kernel(const TIn* __restrict__ x, const float* __restri
   }
 }
 
-// One scale for the whole tensor, 8 elements a thread: one 16-byte load (f16/bf16) and one 8-byte store.
-constexpr int kVector = 8;
+// One scale for the whole tensor, 16 elements a thread and iteration: two 16-byte loads (f16/bf16), both issued before
+// any arithmetic so that more bytes are in flight, and one 16-byte store; the math in f32 with the f64 quotient on
+// rounding midpoints (quantize_one_f32), bit for bit the element kernel's result.
+constexpr int kVector = 16;
 template <typename TIn, bool kE4M3>
-__global__ void quantize_vector_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
-                                       std::int64_t groups) {
+__global__ void __launch_bounds__(kThreads)
+    quantize_vector_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
+                           std::int64_t groups) {
   const float s = scale[0];
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const uint4 raw = reinterpret_cast<const uint4*>(x)[i];
+    const uint4* in = reinterpret_cast<const uint4*>(x) + 2 * i;
+    const uint4 raw[2] = {__ldcs(in), __ldcs(in + 1)};  // read once: streaming loads
     TIn v[kVector];
-    memcpy(v, &raw, sizeof raw);
+    memcpy(v, raw, sizeof raw);
     std::uint8_t q[kVector];
 #pragma unroll
-    for (int j = 0; j < kVector; ++j) q[j] = quantize_one<TIn, kE4M3>(v[j], s);
-    uint2 bits;
+    for (int j = 0; j < kVector; ++j) q[j] = quantize_one_f32<TIn, kE4M3>(v[j], s);
+    uint4 bits;
     memcpy(&bits, q, sizeof bits);
-    reinterpret_cast<uint2*>(y)[i] = bits;
+    reinterpret_cast<uint4*>(y)[i] = bits;
   }
 }
 
@@ -229,7 +269,7 @@ void run_quantize_vector(const StepLaunch& launch, const ScalePlan& plan) {
   const void* x = launch.inputs[0].data;
   void* y = launch.outputs[0].data;
   if (reinterpret_cast<std::uintptr_t>(x) % sizeof(uint4) != 0 ||
-      reinterpret_cast<std::uintptr_t>(y) % sizeof(uint2) != 0) {
+      reinterpret_cast<std::uintptr_t>(y) % sizeof(uint4) != 0) {
     run_quantize<T, kE4M3>(launch, plan);
     return;
   }
@@ -266,7 +306,7 @@ ScalePlan prepare_quantize(const StepLaunch& launch) {
 }
 
 // The vector kernel: f16/bf16 x with one scale (its supports function checks the dtypes and the scale); a count that
-// is not a multiple of 8 (known only here, shapes may be dynamic) runs the element kernel.
+// is not a multiple of 16 (known only here, shapes may be dynamic) runs the element kernel.
 ScalePlan prepare_quantize_vector(const StepLaunch& launch) {
   ScalePlan plan = prepare_quantize(launch);
   if (plan.run == nullptr || plan.count % kVector != 0) return plan;
@@ -342,14 +382,15 @@ void register_quantization_kernels(std::vector<KernelEntry>& kernels) {
                                                        supports_scaled<kBF16, kE4M3>, 0),
       prepared_kernel<prepare_quantize, launch_scaled>("quantize_f64_f8e4m3_f64math_elementwise", "quantize",
                                                        supports_scaled<kF64, kE4M3>, 0),
-      // The same, 8 elements a thread for f16/bf16 x with one scale (timed against the elementwise kernels)
-      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_f16_i8_f64math_vector8", "quantize",
+      // The same result, 16 elements a thread for f16/bf16 x with one scale, in f32 but for rounding midpoints (timed
+      // against the elementwise kernels)
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_f16_i8_f32math_vector16", "quantize",
                                                               supports_vector<kF16, kI8>, 0),
-      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_bf16_i8_f64math_vector8", "quantize",
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_bf16_i8_f32math_vector16", "quantize",
                                                               supports_vector<kBF16, kI8>, 0),
-      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_f16_f8e4m3_f64math_vector8", "quantize",
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_f16_f8e4m3_f32math_vector16", "quantize",
                                                               supports_vector<kF16, kE4M3>, 0),
-      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_bf16_f8e4m3_f64math_vector8", "quantize",
+      prepared_kernel<prepare_quantize_vector, launch_scaled>("quantize_bf16_f8e4m3_f32math_vector16", "quantize",
                                                               supports_vector<kBF16, kE4M3>, 0),
       // x * scale exactly in f64, rounded once (through f32) to the output dtype
       prepared_kernel<prepare_dequantize, launch_scaled>("dequantize_i8_f32_f64math_elementwise", "dequantize",

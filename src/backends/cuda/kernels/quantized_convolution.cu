@@ -1,10 +1,10 @@
 // CUDA kernels of quantized_conv (a 2D convolution of i8 or f8e4m3 x and weight, its sum scaled per output channel,
-// plus bias and residual, through relu, the result in a float type or quantized again): a cuDNN graph plan for
-// channels-last layers (i8 summed in i32, f8e4m3 in f32, the epilogue in f32 and rounded once; a quantized result is
-// that value divided by the output scale, converted by cuDNN) and a direct kernel for every layout, dtype and problem,
-// behind it (a quantized result as the other quantized kernels round it, kernels::quantize_result). Semantics follow
-// the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums in double: i8 sums agree exactly (within
-// i32), f8e4m3 sums to f32 rounding.
+// plus bias and residual (float, or quantized times its scale), through relu, the result in a float type or quantized
+// again): a cuDNN graph plan for channels-last layers (i8 summed in i32, f8e4m3 in f32, the epilogue in f32 and rounded
+// once; a quantized result is that value divided by the output scale, converted by cuDNN) and a direct kernel for every
+// layout, dtype and problem, behind it (a quantized result as the other quantized kernels round it,
+// kernels::quantize_result). Semantics follow the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums
+// in double: i8 sums agree exactly (within i32), f8e4m3 sums to f32 rounding.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <fmt/format.h>
@@ -39,12 +39,27 @@ constexpr std::size_t kWorkspaceBytes = std::size_t{64} << 20;
 __device__ __forceinline__ std::int32_t operand(std::int8_t v) { return v; }
 __device__ __forceinline__ float operand(F8E4M3 v) { return to_compute(v); }
 
-// One output element per thread (a grid-stride loop), the taps summed in order. Epi is `to` (the bias's and the
-// residual's type); Out is Epi, or i8 / F8E4M3 for a result quantized by output_scale.
+// The residual's form: none, in the epilogue's type, or quantized (i8 / f8e4m3, times residual_scale).
+enum class Residual : std::uint8_t { kNone, kEpilogue, kI8, kF8E4M3 };
+
+template <typename Epi>
+__device__ __forceinline__ float residual_value(const void* residual, Residual kind, std::int64_t i,
+                                                const float* residual_scale) {
+  switch (kind) {
+    case Residual::kEpilogue: return to_compute_arith(static_cast<const Epi*>(residual)[i]);
+    case Residual::kI8: return static_cast<float>(static_cast<const std::int8_t*>(residual)[i]) * *residual_scale;
+    case Residual::kF8E4M3: return to_compute(static_cast<const F8E4M3*>(residual)[i]) * *residual_scale;
+    default: return 0.0F;
+  }
+}
+
+// One output element per thread (a grid-stride loop), the taps summed in order. Epi is `to` (the bias's type and a
+// float residual's); Out is Epi, or i8 / F8E4M3 for a result quantized by output_scale.
 template <typename In, typename Epi, typename Out>
 __global__ void quantized_conv_direct(const In* __restrict__ x, const In* __restrict__ w,
                                       const float* __restrict__ scale, const Epi* __restrict__ bias,
-                                      const Epi* __restrict__ residual, const float* __restrict__ output_scale,
+                                      const void* __restrict__ residual, Residual residual_kind,
+                                      const float* __restrict__ residual_scale, const float* __restrict__ output_scale,
                                       Out* __restrict__ y, ConvShape s, bool nhwc, bool relu) {
   using Acc = decltype(operand(In{}));
   const std::int64_t total = s.n * s.o * s.oh * s.ow;
@@ -77,7 +92,7 @@ __global__ void quantized_conv_direct(const In* __restrict__ x, const In* __rest
     }
     float v = static_cast<float>(acc) * scale[o];
     if (bias != nullptr) v += to_compute_arith(bias[o]);
-    if (residual != nullptr) v += to_compute_arith(residual[i]);
+    if (residual_kind != Residual::kNone) v += residual_value<Epi>(residual, residual_kind, i, residual_scale);
     if (relu && v < 0.0F) v = 0.0F;
     if constexpr (std::is_same_v<Out, Epi>) {
       y[i] = from_compute<Out>(v);
@@ -94,6 +109,7 @@ struct QuantizedConvPlan {
   RunFn direct = nullptr;  // nullptr: an empty output, nothing to launch
   ConvShape shape;
   bool nhwc = false, relu = false, bias = false, residual = false, quantized_output = false;
+  Residual residual_kind = Residual::kNone;
   cudnnHandle_t handle = nullptr;
   std::unique_ptr<ConvGraphPlan> graph;
 };
@@ -104,8 +120,11 @@ void run_direct(const StepLaunch& launch, const QuantizedConvPlan& p) {
   quantized_conv_direct<In, Epi, Out><<<grid_for(s.n * s.o * s.oh * s.ow), kThreads, 0, launch.stream>>>(
       static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
       static_cast<const float*>(launch.inputs[2].data),
-      p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
-      p.residual ? static_cast<const Epi*>(launch.inputs[4].data) : nullptr,
+      p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr, p.residual ? launch.inputs[4].data : nullptr,
+      p.residual_kind,
+      p.residual_kind == Residual::kI8 || p.residual_kind == Residual::kF8E4M3
+          ? static_cast<const float*>(launch.inputs[6].data)
+          : nullptr,
       p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
       static_cast<Out*>(launch.outputs[0].data), s, p.nhwc, p.relu);
   check_launch(launch);
@@ -154,6 +173,8 @@ ConvGraphProblem graph_problem(const StepLaunch& launch, const QuantizedConvPlan
   p.scale = true;
   p.bias = plan.bias;
   p.residual = plan.residual;
+  p.residual_scale = plan.residual_kind == Residual::kI8 || plan.residual_kind == Residual::kF8E4M3;
+  if (p.residual_scale) p.residual_type = plan.residual_kind == Residual::kI8 ? CUDNN_DATA_INT8 : CUDNN_DATA_FP8_E4M3;
   p.relu = plan.relu;
   p.output_scale = plan.quantized_output;
   return p;
@@ -171,6 +192,15 @@ QuantizedConvPlan prepare_direct(const StepLaunch& launch) {
   plan.bias = present(launch, 3);
   plan.residual = present(launch, 4);
   plan.quantized_output = present(launch, 5);
+  if (plan.residual) {
+    const bool quantized = present(launch, 6);
+    const DataType r = launch.inputs[4].dtype;
+    plan.residual_kind = !quantized               ? Residual::kEpilogue
+                         : r == DataType::kI8     ? Residual::kI8
+                         : r == DataType::kF8E4M3 ? Residual::kF8E4M3
+                                                  : Residual::kNone;
+    if (plan.residual_kind == Residual::kNone) launch.attrs->fail("a quantized residual must be i8 or f8e4m3");
+  }
   if (s.n * s.o * s.oh * s.ow == 0) return plan;
   const DataType in = launch.inputs.at(0).dtype;
   if (in == DataType::kI8 && s.c / s.groups * s.kh * s.kw > kMaxI8Taps) {
@@ -209,7 +239,7 @@ void launch_quantized_conv(const StepLaunch& launch, const QuantizedConvPlan& pl
   }
   check_cudnn(cudnnSetStream(plan.handle, launch.stream), "cudnnSetStream", launch);
   const auto data = [&](std::size_t i) -> const void* { return present(launch, i) ? launch.inputs[i].data : nullptr; };
-  check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), data(2), data(3), data(4), data(5),
+  check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), data(2), data(3), data(4), data(5), data(6),
                                   launch.outputs.at(0).data, launch.workspace),
               "cudnnBackendExecute", launch);
 }

@@ -297,9 +297,6 @@ void register_quantized_linear_kernels(std::vector<KernelEntry>& kernels) {
           supports_cutlass<DataType::kF8E4M3, true>),
       prepared_kernel<prepare_cutlass<GemmConfig::kCooperative128x256>, launch_cutlass>(
           "quantized_linear_i8_i8_cutlass_sm90_coop128x256", "quantized_linear", supports_cutlass<DataType::kI8, true>),
-      prepared_kernel<prepare_cutlass<GemmConfig::kPingpong128x128>, launch_cutlass>(
-          "quantized_linear_i8_i8_cutlass_sm90_pingpong128x128", "quantized_linear",
-          supports_cutlass<DataType::kI8, true>),
   };
   kernels.insert(kernels.end(), cutlass.begin(), cutlass.end());
 }
