@@ -1,6 +1,9 @@
 // Times cuDNN graph plans (cudnn_conv_graph) for ResNet-50's convolutions at batch 256, NHWC, with f16 operands and
 // with i8 / f8e4m3 operands scaled per output channel, every engine configuration the heuristics offer: which quantized
-// convolutions cuDNN runs on this GPU, and how fast against f16. Prints one line per shape and type.
+// convolutions cuDNN runs on this GPU, and how fast against f16. Prints one line per shape and type. The stem shapes
+// compare the 7x7 stride-2 stem (3 channels padded to 8) with the same work as a 4x4 stride-1 convolution of its
+// 2x2 space-to-depth input (12 channels padded to 16; padding 2 here, so 116x116 results instead of 112x112).
+// Arguments: batch (256), iterations (20), a substring of the shape names to run (all).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -44,6 +47,7 @@ struct Variant {
 int main(int argc, char** argv) {
   const std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 256;
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 20;
+  const std::string only = argc > 3 ? argv[3] : "";
   const std::vector<Shape> shapes = {
       {"1x1 64->64 @56", 64, 56, 64, 1, 1, false},           {"1x1 256->64 @56", 256, 56, 64, 1, 1, false},
       {"3x3 64->64 @56", 64, 56, 64, 3, 1, false},           {"1x1 64->256 @56 +res", 64, 56, 256, 1, 1, true},
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
       {"3x3 256->256 @14", 256, 14, 256, 3, 1, false},       {"1x1 1024->256 @14", 1024, 14, 256, 1, 1, false},
       {"1x1 256->1024 @14 +res", 256, 14, 1024, 1, 1, true}, {"3x3 512->512 @7", 512, 7, 512, 3, 1, false},
       {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, false},       {"1x1 512->2048 @7 +res", 512, 7, 2048, 1, 1, true},
+      {"stem 7x7 8->64 s2 @224", 8, 224, 64, 7, 2, false},   {"stem s2d 4x4 16->64 @115", 16, 115, 64, 4, 1, false},
   };
   const std::vector<Variant> variants = {
       {"f16", CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, false, 2},
@@ -74,6 +79,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   for (const Shape& s : shapes) {
+    if (std::string(s.name).find(only) == std::string::npos) continue;
     const std::int64_t pad = s.k / 2, out_hw = (s.hw + 2 * pad - s.k) / s.stride + 1;
     const double flops = 2.0 * static_cast<double>(n * out_hw * out_hw * s.o * s.c * s.k * s.k);
     for (const Variant& v : variants) {

@@ -560,27 +560,30 @@ def qdq_residual_conv_cases():
     the second conv reads the residual quantized (times its scale) and, in the first block, writes its result quantized
     for the next block: no quantize step is left but the input's. Reference: the pattern's math in float64 (the
     residual's dequantize exact; an engine rounds it and the first block's result to f16: tolerance 1e-2, 3e-2 for
-    e4m3)."""
+    e4m3). The 3x3 blocks, and 1x1 ones (what the CUTLASS product of an i8 1x1 convolution with a quantized residual
+    takes on sm_90)."""
     cases = []
-    for q in ("i8", "f8e4m3"):
+    for q, k in (("i8", 3), ("f8e4m3", 3), ("i8", 1), ("f8e4m3", 1)):
         quant = quantize_i8 if q == "i8" else quantize_e4m3
         top = 127 if q == "i8" else 448
         c = 32
         weights, layers, inline = {}, [], {}
-        pad = {"padding": [1, 1]}
+        pad = {"padding": [k // 2, k // 2]}
         # Block 1 reads x in [-2, 2] (its h reaches about 40, clipped at 16; its result about 250); block 2 has weights
         # a sixteenth as large and clips its input at 256 and its h at 128.
         for b, (source, out) in enumerate((("x", "y1"), ("y1", "y"))):
             p = f"b{b}_"
             w_range = 1.0 if b == 0 else 1 / 16
             for i in (1, 2):
-                weights[f"{p}w{i}"] = rand(c, c, 3, 3, low=-w_range, high=w_range)
+                weights[f"{p}w{i}"] = rand(c, c, k, k, low=-w_range, high=w_range)
                 weights[f"{p}b{i}"] = rand(c, dtype=torch.float16)
                 weights[f"{p}sw{i}"] = scales(c, low=w_range / top, high=1.2 * w_range / top)
                 layers.append(layer("quantize", [f"{p}w{i}", f"{p}sw{i}"], f"{p}w{i}q", to=q, axis=0))
                 layers.append(layer("dequantize", [f"{p}w{i}q", f"{p}sw{i}"], f"{p}w{i}d", to="f16", axis=0))
-            inline[f"{p}sx"] = ([f32((2 if b == 0 else 256) / top)], "f32", [])
-            inline[f"{p}sh"] = ([f32((16 if b == 0 else 128) / top)], "f32", [])
+            # Where each block clips its input and its h: a 1x1 block sums a ninth of the terms, so smaller values.
+            clip_x, clip_h = ((2, 16), (256, 128))[b] if k == 3 else ((2, 8), (32, 16))[b]
+            inline[f"{p}sx"] = ([f32(clip_x / top)], "f32", [])
+            inline[f"{p}sh"] = ([f32(clip_h / top)], "f32", [])
             layers += [
                 layer("quantize", [source, f"{p}sx"], f"{p}xq", to=q),
                 layer("dequantize", [f"{p}xq", f"{p}sx"], f"{p}xd", to="f16"),  # conv1's x and the residual
@@ -593,22 +596,24 @@ def qdq_residual_conv_cases():
                 layer("relu", [f"{p}s"], out),
             ]
 
-        def ref(t, quant=quant):
+        def ref(t, quant=quant, k=k):
             y = t["x"]
             for b in range(2):
                 p = f"b{b}_"
                 sx, sh = t[f"{p}sx"], t[f"{p}sh"]
                 xq = quant(y, sx)
                 w1q, w2q = quant(t[f"{p}w1"], t[f"{p}sw1"], 0), quant(t[f"{p}w2"], t[f"{p}sw2"], 0)
-                h = quantized_convolution(xq, w1q, sx * t[f"{p}sw1"], t[f"{p}b1"], None, True, 1, 1)
+                h = quantized_convolution(xq, w1q, sx * t[f"{p}sw1"], t[f"{p}b1"], None, True, 1, k // 2)
                 residual = xq.to(torch.float64) * sx.to(torch.float64)
-                y = quantized_convolution(quant(h, sh), w2q, sh * t[f"{p}sw2"], t[f"{p}b2"], residual, True, 1, 1)
+                y = quantized_convolution(quant(h, sh), w2q, sh * t[f"{p}sw2"], t[f"{p}b2"], residual, True, 1,
+                                          k // 2)
             return {"y": y}
 
         x = rand(2, c, 10, 10, dtype=torch.float16, low=-2, high=2)
         # e4m3's steps are an eighth to a sixteenth of the value: a value of block 2's h that f16 rounding moves across
         # a rounding midpoint changes by that much, hence 3e-2 there.
-        cases.append(Case(f"qdq_conv_residual_blocks_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+        name = f"qdq_conv_residual_blocks_{q}_f16" if k == 3 else f"qdq_conv_residual_blocks_1x1_{q}_f16"
+        cases.append(Case(name, layers, {"x": x}, ref, weights=weights, outputs=["y"],
                           inline=inline, tolerance=1e-2 if q == "i8" else 3e-2))
     return cases
 

@@ -28,4 +28,10 @@ std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType opera
   }
 }
 
+std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, Activation activation,
+                                                        int device, int sm_count) {
+  if (operands != DataType::kI8 || activation != Activation::kRelu) return nullptr;
+  return make_i8_residual_gemm(config, device, sm_count);
+}
+
 }  // namespace tensoracle::cuda::sm90

@@ -68,37 +68,41 @@ struct MultiplyByReciprocal<cutlass::Array<float, N>> {
   }
 };
 
-// The quantized result's epilogue as a visitor tree: activation(alpha[n] · acc + bias[n] + beta[n] · C) in f32 (as
+// The quantized result's epilogue as a visitor tree: activation(alpha[n] · acc + bias[n] + beta · C) in f32 (as
 // PerColLinCombPerColBiasEltAct), multiplied by the reciprocal of one output scale read from device memory, converted
-// to ElementD (i8: half to even, saturating; e4m3: to nearest, saturating).
-template <template <class> class ActivationFn, class ElementD, class ElementEpi, class Tile>
+// to ElementD (i8: half to even, saturating; e4m3: to nearest, saturating). The bias is ElementEpi, C ElementC (a
+// quantized residual, beta then its scale read from device memory).
+template <template <class> class ActivationFn, class ElementD, class ElementEpi, class ElementC, class Tile>
 using QuantizedOutputCallbacks = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90Compute<MultiplyByReciprocal, ElementD, float,
                                            cutlass::FloatRoundStyle::round_to_nearest>,
     cutlass::epilogue::fusion::Sm90EVT<
         cutlass::epilogue::fusion::Sm90Compute<ActivationFn, float, float, cutlass::FloatRoundStyle::round_to_nearest>,
-        cutlass::epilogue::fusion::Sm90PerColLinCombPerColBias<0, Tile, void, float, float, ElementEpi, ElementEpi,
+        cutlass::epilogue::fusion::Sm90PerColLinCombPerColBias<0, Tile, void, float, float, ElementEpi, ElementC,
                                                                float>>,
     cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>>;
 
 // A and B are K-major (A row-major [m, k]; B, the weight [n, k], column-major [k, n]); C and D row-major. The epilogue
 // is activation(beta · C + (alpha · acc + bias[n])) in f32 (beta 1 with a residual C, else 0; alpha 1, or scale[n]
 // when kScaled), D rounded once to ElementOut; or, with an ElementD other than ElementOut (the quantized products'
-// quantized result), that value divided by the output scale and converted to ElementD, bias and C staying ElementOut.
-// i8 operands accumulate in i32 (exact), the others in f32.
+// quantized result), that value divided by the output scale and converted to ElementD, bias and C staying ElementOut
+// unless ElementC says otherwise (a quantized residual C, scaled by *c_scale). i8 operands accumulate in i32 (exact),
+// the others in f32.
 template <typename ElementIn, typename ElementOut, template <class> class ActivationFn, bool kScaled,
-          GemmConfig kConfig, typename ElementD = ElementOut>
+          GemmConfig kConfig, typename ElementD = ElementOut, typename ElementC = ElementOut>
 class CutlassFusedGemm final : public FusedGemm {
   static constexpr int kInBits = cutlass::sizeof_bits<ElementIn>::value;
   static constexpr bool kQuantizedOut = !std::is_same_v<ElementD, ElementOut>;
+  static constexpr bool kQuantizedC = !std::is_same_v<ElementC, ElementOut>;
   static_assert(!kQuantizedOut || kScaled, "a quantized result comes from a quantized (scaled) product");
+  static_assert(!kQuantizedC || kQuantizedOut, "a quantized residual comes with a quantized result");
   using Traits = ConfigTraits<kConfig, kInBits>;
   using Accumulator = std::conditional_t<std::is_same_v<ElementIn, std::int8_t>, std::int32_t, float>;
   static constexpr int kInAlignment = 128 / kInBits;  // elements in 16 bytes
-  static constexpr int kCAlignment = 128 / cutlass::sizeof_bits<ElementOut>::value;
+  static constexpr int kCAlignment = 128 / cutlass::sizeof_bits<ElementC>::value;
   static constexpr int kDAlignment = 128 / cutlass::sizeof_bits<ElementD>::value;
   using FusionOp = std::conditional_t<
-      kQuantizedOut, QuantizedOutputCallbacks<ActivationFn, ElementD, ElementOut, typename Traits::Tile>,
+      kQuantizedOut, QuantizedOutputCallbacks<ActivationFn, ElementD, ElementOut, ElementC, typename Traits::Tile>,
       std::conditional_t<kScaled,
                          cutlass::epilogue::fusion::PerColLinCombPerColBiasEltAct<ActivationFn, ElementOut, float,
                                                                                   ElementOut, ElementOut, float>,
@@ -106,7 +110,7 @@ class CutlassFusedGemm final : public FusedGemm {
                                                                             ElementOut, float>>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Traits::Tile, typename Traits::Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementOut, cutlass::layout::RowMajor,
+      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementC, cutlass::layout::RowMajor,
       kCAlignment, ElementD, cutlass::layout::RowMajor, kDAlignment, typename Traits::EpilogueSchedule,
       FusionOp>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -141,6 +145,7 @@ class CutlassFusedGemm final : public FusedGemm {
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > kMax || p.n > kMax || p.k > kMax) return false;
     if (p.k % kInAlignment != 0 || p.n % kCAlignment != 0 || p.n % kDAlignment != 0) return false;
     if ((kScaled && p.scale == nullptr) || (kQuantizedOut && p.output_scale == nullptr)) return false;
+    if (p.c != nullptr && kQuantizedC != (p.c_scale != nullptr)) return false;
     return Adapter::can_implement(arguments(p)) == cutlass::Status::kSuccess;
   }
 
@@ -176,7 +181,7 @@ class CutlassFusedGemm final : public FusedGemm {
          static_cast<const ElementIn*>(p.b), make_cute_packed_stride(typename Kernel::StrideB{}, {n, k, 1})},
         {{},
          // Without a residual C is not read (beta 0); D stands in for its address.
-         static_cast<const ElementOut*>(p.c != nullptr ? p.c : p.d),
+         static_cast<const ElementC*>(p.c != nullptr ? p.c : p.d),
          make_cute_packed_stride(typename Kernel::StrideC{}, {m, n, 1}),
          static_cast<ElementD*>(p.d),
          make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1})},
@@ -187,7 +192,9 @@ class CutlassFusedGemm final : public FusedGemm {
       using RowStride = cute::Stride<cute::_0, bool, std::int64_t>;
       auto& divide = args.epilogue.thread;
       auto& lincomb = divide.op_0.op_0;
-      lincomb.op_0 = {nullptr, p.c != nullptr ? 1.0F : 0.0F, RowStride{cute::_0{}, false, 0}};  // beta, a scalar
+      // beta, a scalar: 1, 0 without a residual, or a quantized residual's scale read from device memory.
+      lincomb.op_0 = {p.c != nullptr ? p.c_scale : nullptr, p.c != nullptr ? 1.0F : 0.0F,
+                      RowStride{cute::_0{}, false, 0}};
       lincomb.op_2.op_0 = {p.scale, 0.0F, RowStride{cute::_0{}, true, 0}};  // alpha, a vector along n
       lincomb.op_2.op_2.ptr_row = static_cast<const ElementOut*>(p.bias);
       divide.op_1.scalar_ptrs[0] = p.output_scale;
@@ -246,8 +253,23 @@ std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activati
     return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::GELU, kBuilt...>(config, device,
                                                                                                       sm_count);
   }
+  if (activation != Activation::kNone) return nullptr;  // relu: built for the quantized residual products only
   return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::Identity, kBuilt...>(config, device,
                                                                                                         sm_count);
+}
+
+// quantized_conv's 1x1 product with a quantized residual of `config`: ElementIn operands, C and D, f16 bias, relu; the
+// configurations of kBuilt only.
+template <typename ElementIn, GemmConfig... kBuilt>
+std::unique_ptr<FusedGemm> make_typed_quantized_residual_gemm(GemmConfig config, int device, int sm_count) {
+  std::unique_ptr<FusedGemm> gemm;
+  ((config == kBuilt
+        ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, cutlass::epilogue::thread::ReLu, true,
+                                                    kBuilt, ElementIn, ElementIn>>(device, sm_count),
+           0)
+        : 0),
+   ...);
+  return gemm;
 }
 
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);   // ..._f16.cu
@@ -259,5 +281,6 @@ std::unique_ptr<FusedGemm> make_f8e4m3_requantized_gemm(GemmConfig config, Activ
                                                         int sm_count);
 std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_i8_requantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_i8_residual_gemm(GemmConfig config, int device, int sm_count);  // ..._int8_residual.cu
 
 }  // namespace tensoracle::cuda::sm90

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) matrix products with a fused scale + bias + residual + activation epilogue, through CUTLASS's
 // warp-specialized TMA/wgmma kernels: the interface, with no CUTLASS type in it (kernels/cutlass_gemm_sm90*.cu
 // implement it). f16/bf16 operands with erf-GELU for linear; i8 and f8e4m3 operands with an f16 result for
-// quantized_linear.
+// quantized_linear; i8 operands, residual and result with relu for quantized_conv's 1x1 convolutions.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,7 +29,8 @@ enum class GemmConfig {
 // for i8 operands) with the scale, bias, residual and activation applied to the f32 value and D rounded once. B is a
 // linear layer's weight [out, in]; bias and the residual C may be nullptr (none); scale (f32) is read only by the
 // quantized products, where it is required. A quantized product with a quantized result multiplies that value by the
-// f32 reciprocal of *output_scale (f32, in device memory) and rounds it to the operands' type instead.
+// f32 reciprocal of *output_scale (f32, in device memory) and rounds it to the operands' type instead. A quantized
+// residual (make_quantized_residual_gemm) adds C[m, n] · *c_scale (f32, in device memory) instead of C[m, n].
 struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
@@ -37,6 +38,7 @@ struct GemmProblem {
   const float* scale = nullptr;
   const void* bias = nullptr;
   const void* c = nullptr;
+  const float* c_scale = nullptr;
   const float* output_scale = nullptr;
   void* d = nullptr;
 };
@@ -46,7 +48,7 @@ constexpr std::uintptr_t kAddressAlignment = 16;
 
 // Whether every address of the problem (absent ones aside) is kAddressAlignment-aligned.
 inline bool aligned_for_tma(const GemmProblem& p) {
-  // The output scale is read as a scalar, not through the copy engine.
+  // The residual's and output's scales are read as scalars, not through the copy engine.
   for (const void* address :
        {p.a, p.b, static_cast<const void*>(p.scale), p.bias, p.c, static_cast<const void*>(p.d)}) {
     if (address != nullptr && reinterpret_cast<std::uintptr_t>(address) % kAddressAlignment != 0) return false;
@@ -71,7 +73,7 @@ inline DeviceInfo current_device(const std::string& context) {
 }
 
 // The epilogue's activation.
-enum class Activation { kNone, kGeluErf };
+enum class Activation { kNone, kRelu, kGeluErf };
 
 class FusedGemm {
  public:
@@ -100,6 +102,11 @@ std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, in
 // kCooperative128x128; quantized D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x128).
 std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation,
                                                bool quantized_output, int device, int sm_count);
+// The quantized product of a 1x1 convolution with a quantized residual (quantized_conv): i8 operands, C and D (C scaled
+// by *c_scale; C may be absent), f16 bias, relu; nullptr for another dtype, activation or configuration (built:
+// kCooperative128x128 and kCooperative128x256).
+std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, Activation activation,
+                                                        int device, int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
 inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, int /*device*/,
@@ -109,6 +116,11 @@ inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataTyp
 inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, DataType /*operands*/,
                                                       Activation /*activation*/, bool /*quantized_output*/,
                                                       int /*device*/, int /*sm_count*/) {
+  return nullptr;
+}
+inline std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig /*config*/, DataType /*operands*/,
+                                                               Activation /*activation*/, int /*device*/,
+                                                               int /*sm_count*/) {
   return nullptr;
 }
 #endif

@@ -4,7 +4,9 @@
 // once; a quantized result is that value divided by the output scale, converted by cuDNN) and a direct kernel for every
 // layout, dtype and problem, behind it (a quantized result as the other quantized kernels round it,
 // kernels::quantize_result). Semantics follow the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums
-// in double: i8 sums agree exactly (within i32), f8e4m3 sums to f32 rounding.
+// in double: i8 sums agree exactly (within i32), f8e4m3 sums to f32 rounding. On sm_90, an i8 1x1 convolution with relu
+// and an i8 result (a ResNet block's first and last) is also a CUTLASS product of [n·h·w, c] by the weight [o, c]ᵀ
+// with the residual read quantized in its epilogue (cutlass_gemm_sm90.hpp), timed against the cuDNN plans.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <fmt/format.h>
@@ -19,6 +21,7 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/cudnn_conv_graph.hpp"
 #include "backends/cuda/kernels/cudnn_util.hpp"
+#include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
 
 namespace tensoracle::cuda {
 namespace {
@@ -112,6 +115,11 @@ struct QuantizedConvPlan {
   Residual residual_kind = Residual::kNone;
   cudnnHandle_t handle = nullptr;
   std::unique_ptr<ConvGraphPlan> graph;
+  // The CUTLASS product instead of the graph (a 1x1 convolution); planned again at each enqueue when rebind (a caller's
+  // buffer), running the direct kernel for buffers that are not 16-byte aligned.
+  std::unique_ptr<sm90::FusedGemm> gemm;
+  sm90::GemmProblem problem;
+  bool rebind = false;
 };
 
 template <typename In, typename Epi, typename Out>
@@ -232,8 +240,93 @@ QuantizedConvPlan prepare_cudnn(const StepLaunch& launch) {
   return plan;
 }
 
+// The CUTLASS product of a 1x1 convolution (supports_cutlass says which): x [n, h, w, c] is A [n·h·w, c], the weight
+// [o, 1, 1, c] is B [o, c], the residual C and the result D [n·h·w, o].
+template <sm90::GemmConfig kConfig>
+QuantizedConvPlan prepare_cutlass(const StepLaunch& launch) {
+  QuantizedConvPlan plan = prepare_direct(launch);
+  if (plan.direct == nullptr) return plan;
+  const ConvShape& s = plan.shape;
+  if (!plan.nhwc || s.kh != 1 || s.kw != 1 || s.sh != 1 || s.sw != 1 || s.ph != 0 || s.pw != 0 || s.groups != 1 ||
+      !plan.relu || !plan.quantized_output ||
+      (plan.residual_kind != Residual::kNone && plan.residual_kind != Residual::kI8)) {
+    launch.attrs->fail(
+        "the CUTLASS quantized convolution takes 1x1 convolutions with relu, a quantized result and "
+        "no residual or an i8 one");
+  }
+  const sm90::DeviceInfo gpu = sm90::current_device(layer_name(launch));
+  if (gpu.sm_count == 0) {
+    launch.attrs->fail(
+        fmt::format("the CUTLASS sm_90 products run on compute capability 9.0 GPUs, not {}.{}", gpu.major, gpu.minor));
+  }
+  plan.gemm = sm90::make_quantized_residual_gemm(kConfig, launch.inputs.at(0).dtype, sm90::Activation::kRelu,
+                                                 gpu.device, gpu.sm_count);
+  if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the convolution");
+  sm90::GemmProblem& p = plan.problem;
+  p.m = s.n * s.h * s.w;
+  p.n = s.o;
+  p.k = s.c;
+  const auto data = [&](std::size_t i) -> const void* { return present(launch, i) ? launch.inputs[i].data : nullptr; };
+  p.a = data(0);
+  p.b = data(1);
+  p.scale = static_cast<const float*>(data(2));
+  p.bias = data(3);
+  p.c = data(4);
+  p.output_scale = static_cast<const float*>(data(5));
+  p.c_scale = static_cast<const float*>(data(6));
+  p.d = launch.outputs.at(0).data;
+  // Placeholders where a caller's buffer is not bound yet: the sizes are what can_implement reads.
+  sm90::GemmProblem sizes = p;
+  const auto placeholder = [&](auto*& address, bool wanted) {
+    if (wanted && address == nullptr) address = reinterpret_cast<std::remove_reference_t<decltype(address)>>(16);
+  };
+  placeholder(sizes.a, true);
+  placeholder(sizes.b, true);
+  placeholder(sizes.scale, true);
+  placeholder(sizes.bias, plan.bias);
+  placeholder(sizes.c, plan.residual);
+  placeholder(sizes.output_scale, true);
+  placeholder(sizes.c_scale, plan.residual);
+  placeholder(sizes.d, true);
+  if (!plan.gemm->can_implement(sizes)) {
+    launch.attrs->fail(
+        fmt::format("CUTLASS's sm_90 quantized product does not take a {}x{}x{} problem (a 1x1 "
+                    "convolution)",
+                    p.m, p.n, p.k));
+  }
+  if (plan.gemm->workspace_bytes(sizes) > launch.workspace_bytes) {
+    launch.attrs->fail("CUTLASS's sm_90 product needs scratch that the step does not have");
+  }
+  plan.rebind = binds_caller_buffer(launch);
+  if (plan.rebind) return plan;
+  if (!sm90::aligned_for_tma(p)) launch.attrs->fail("an operand of the CUTLASS sm_90 product is not 16-byte aligned");
+  plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
+  return plan;
+}
+
+void launch_cutlass(const StepLaunch& launch, const QuantizedConvPlan& plan) {
+  if (plan.rebind) {
+    sm90::GemmProblem p = plan.problem;
+    const auto data = [&](std::size_t i) -> const void* {
+      return present(launch, i) ? launch.inputs[i].data : nullptr;
+    };
+    p.a = data(0);
+    p.b = data(1);
+    p.scale = static_cast<const float*>(data(2));
+    p.bias = data(3);
+    p.c = data(4);
+    p.output_scale = static_cast<const float*>(data(5));
+    p.c_scale = static_cast<const float*>(data(6));
+    p.d = launch.outputs.at(0).data;
+    if (!sm90::aligned_for_tma(p)) return plan.direct(launch, plan);
+    plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
+  }
+  plan.gemm->run(launch.stream, layer_name(launch).c_str());
+}
+
 void launch_quantized_conv(const StepLaunch& launch, const QuantizedConvPlan& plan) {
   if (plan.direct == nullptr) return;
+  if (plan.gemm != nullptr) return launch_cutlass(launch, plan);
   if (plan.graph == nullptr || (binds_caller_buffer(launch) && !graph_aligned(launch))) {
     return plan.direct(launch, plan);
   }
@@ -269,6 +362,31 @@ bool supports_direct_alone(const graph::Graph& graph, const graph::Layer& layer,
   return supports_direct(graph, layer, precision) && !channels_last_layer(layer);
 }
 
+// The CUTLASS product: i8 x, weight and result (a constant weight [o, 1, 1, c] with o and c multiples of 16),
+// channels last, 1x1 with stride 1, no padding, dilation 1 and one group, relu, bias absent or f16 (`to` f16), the
+// residual absent or i8 with its scale.
+bool supports_cutlass(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  if (!supports_cudnn(graph, layer, precision) || input_dtype(graph, layer, 0) != DataType::kI8) return false;
+  if (layer.outputs.size() != 1 || output_dtype(graph, layer, 0) != DataType::kI8 || !has_tensor(layer, 5))
+    return false;
+  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  if (attrs.get_string("activation", "none") != "relu" || attrs.get_dtype("to", DataType::kF32) != DataType::kF16 ||
+      attrs.get_int("groups", 1) != 1) {
+    return false;
+  }
+  const auto all_equal = [&](const char* name, std::int64_t value) {
+    for (const std::int64_t v : attrs.get_ints(name, std::vector<std::int64_t>{})) {
+      if (v != value) return false;
+    }
+    return true;
+  };
+  if (!all_equal("stride", 1) || !all_equal("padding", 0) || !all_equal("dilation", 1)) return false;
+  if (has_tensor(layer, 4) && (input_dtype(graph, layer, 4) != DataType::kI8 || !has_tensor(layer, 6))) return false;
+  const Dims weight = graph.static_dims(layer.inputs[1]);  // channels last: [o, kh, kw, c]
+  return weight.rank() == 4 && weight[1] == 1 && weight[2] == 1 && weight[0] > 0 && weight[0] % 16 == 0 &&
+         weight[3] > 0 && weight[3] % 16 == 0;
+}
+
 }  // namespace
 
 void register_quantized_convolution_kernels(std::vector<KernelEntry>& kernels) {
@@ -289,6 +407,15 @@ void register_quantized_convolution_kernels(std::vector<KernelEntry>& kernels) {
                                                              supports_direct_alone),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
+  if (!sm90::kFusedGemmBuilt) return;
+  using sm90::GemmConfig;
+  const std::vector<KernelEntry> cutlass = {
+      prepared_kernel<prepare_cutlass<GemmConfig::kCooperative128x128>, launch_quantized_conv>(
+          "quantized_conv_i8_1x1_cutlass_sm90_coop128x128", "quantized_conv", supports_cutlass, kWorkspaceBytes),
+      prepared_kernel<prepare_cutlass<GemmConfig::kCooperative128x256>, launch_quantized_conv>(
+          "quantized_conv_i8_1x1_cutlass_sm90_coop128x256", "quantized_conv", supports_cutlass, kWorkspaceBytes),
+  };
+  kernels.insert(kernels.end(), cutlass.begin(), cutlass.end());
 }
 
 }  // namespace tensoracle::cuda
