@@ -75,6 +75,11 @@ std::string attr(const graph::Layer& layer, const char* name) {
   return it == layer.attrs.end() ? "" : std::get<std::string>(it->second);
 }
 
+std::vector<std::int64_t> ints_attr(const graph::Layer& layer, const char* name) {
+  auto it = layer.attrs.find(name);
+  return it == layer.attrs.end() ? std::vector<std::int64_t>{} : std::get<std::vector<std::int64_t>>(it->second);
+}
+
 // A bottleneck-like block: conv+relu, conv, + identity, relu, max pool, global average pool.
 Network resnet_block(Constants& c) {
   Network net;
@@ -160,8 +165,9 @@ TEST(BuilderPasses, ConvolutionsOfAnImageReadItsChannelsPaddedToEight) {
   Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
   Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
   const graph::Graph& g = graph::graph_of(last);
-  EXPECT_EQ(count_ops(last, "pad"), 1);  // one padded copy of x serves both convolutions
-  int padded = 0;
+  // x padded to 8 channels for the patch projection; the stem's space-to-depth input padded spatially and to 16.
+  EXPECT_EQ(count_ops(last, "pad"), 3);
+  int padded = 0, stems = 0;
   for (const auto& layer : g.layers) {
     if (layer.op != "conv") continue;
     const Dims w = g.static_dims(layer.inputs[1]);
@@ -170,15 +176,73 @@ TEST(BuilderPasses, ConvolutionsOfAnImageReadItsChannelsPaddedToEight) {
       EXPECT_EQ(in[3], 3) << layer.name;
       continue;
     }
+    if (w[1] == 4 && w[2] == 4 && w[0] == 4) {  // the stem: 4x4 over 4 · 3 channels padded to 16
+      EXPECT_EQ(in[3], 16) << layer.name;
+      EXPECT_EQ(w[3], 16) << layer.name;
+      ++stems;
+      continue;
+    }
     EXPECT_EQ(in[3], 8) << layer.name;
     EXPECT_EQ(w[3], 8) << layer.name;
     ++padded;
   }
-  EXPECT_EQ(padded, 2);
+  EXPECT_EQ(padded, 1);
+  EXPECT_EQ(stems, 1);
   std::map<std::string, HostTensor> in{{"x", random_input({2, 3, 16, 16}, 7)}};
   auto want = run_reference(net, in), got = run_reference(last, in);
   for (const char* name : {"stem", "patches", "depthwise"})
     EXPECT_LT(rel_l2(got.at(name), want.at(name)), 5e-3) << name;
+}
+
+TEST(BuilderPasses, AnImagesStrideTwoConvolutionRunsOnItsSpaceToDepthForm) {
+  Constants c;
+  Network net;
+  // Stems of odd and even extents, dynamic batch: 7x7 stride 2 padding 3 with bias and relu, 3x3 stride 2 padding 1.
+  // Left as they are: a 4x4 stride 2 unpadded one, which never reads x's last row (the form would crop, not pad), a
+  // stride-2 convolution over 16 channels (no padding needed), and f32 convolutions.
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 3, 15, 18});
+  ConvOptions seven;
+  seven.stride = {2, 2};
+  seven.padding = {3, 3};
+  net.mark_output(
+      net.add_activation("relu", net.add_convolution(x, c.add(net, "w1", {5, 3, 7, 7}), c.add(net, "b1", {5}), seven)),
+      "seven");
+  ConvOptions three;
+  three.stride = {2, 2};
+  three.padding = {1, 1};
+  net.mark_output(net.add_convolution(x, c.add(net, "w2", {6, 3, 3, 3}), {}, three), "three");
+  ConvOptions four;
+  four.stride = {2, 2};
+  net.mark_output(net.add_convolution(x, c.add(net, "w3", {7, 3, 4, 4}), c.add(net, "b3", {7}), four), "four");
+  Tensor wide = net.add_input("wide", DataType::kF32, {-1, 16, 9, 9});
+  net.mark_output(net.add_convolution(wide, c.add(net, "w4", {8, 16, 3, 3}), {}, three), "wide_out");
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
+  Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
+  const graph::Graph& g = graph::graph_of(last);
+  int stems = 0;
+  for (const auto& layer : g.layers) {
+    if (layer.op != "conv") continue;
+    EXPECT_EQ(attr(layer, "layout"), "nhwc") << layer.name;
+    const Dims w = g.static_dims(layer.inputs[1]);
+    if (w[3] == 16 && g.static_dims(layer.inputs[0])[3] == 16 && w[0] != 8) {
+      EXPECT_EQ(ints_attr(layer, "stride"), (std::vector<std::int64_t>{1, 1}));
+      EXPECT_EQ(ints_attr(layer, "padding"), (std::vector<std::int64_t>{0, 0}));
+      ++stems;
+    } else {
+      EXPECT_TRUE(w[0] == 8 || w[0] == 7) << layer.name;  // the 16-channel one and the 4x4 one, as they were
+      EXPECT_EQ(ints_attr(layer, "stride"), (std::vector<std::int64_t>{2, 2}));
+    }
+  }
+  EXPECT_EQ(stems, 2);
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 3, 15, 18}, 11)},
+                                       {"wide", random_input({2, 16, 9, 9}, 12)}};
+  auto want = run_reference(net, in), got = run_reference(last, in);
+  for (const char* name : {"seven", "three", "four", "wide_out"}) {
+    ASSERT_EQ(got.at(name).shape, want.at(name).shape) << name;
+    EXPECT_LT(rel_l2(got.at(name), want.at(name)), 5e-3) << name;
+  }
+  // f32 convolutions stay as they are.
+  EXPECT_EQ(count_ops(builder::to_channels_last(net, c.pool), "transpose"), 0);
 }
 
 TEST(BuilderPasses, PatchConvolutionsBecomeOneProduct) {

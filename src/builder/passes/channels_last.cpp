@@ -1,7 +1,9 @@
 // Builder pass for the CUDA target: f16/bf16 2D convolutions and quantized convolutions (and the pooling and quantizes
-// that read them) run channels last.
+// that read them) run channels last; an image's stride-2 stem runs as a stride-1 convolution of its space-to-depth
+// form.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,72 @@ HostTensor pad_last_axis(const HostTensor& w, std::int64_t channels) {
   return out;
 }
 
+// A stride-2 convolution of an image (a CNN's stem: ResNet's 7x7 on 3 channels) as a stride-1 convolution of its 2x2
+// space-to-depth input: x padded as the convolution pads it (and at the end to whole 2x2 cells), cell (i, j) of
+// channel c becoming channel (2a + b)·C + c of position (i, j) for its element (a, b), and the weight's taps regrouped
+// the same way (zero where the kernel has no tap). The sums are unchanged; the cuDNN convolution reads 4x as many
+// channels over a quarter of the positions, which the tensor cores take far better (ResNet-50's stem at batch 256 on
+// the H200: 1233 µs as 7x7/2 over 8 padded channels, 679 µs as 4x4/1 over 16, bench/quantized_conv_probe.cpp).
+struct SpaceToDepth {
+  std::int64_t c = 0, h = 0, w = 0;             // the input's channels and extent
+  std::int64_t ph = 0, pw = 0, eh = 0, ew = 0;  // padding at the start and at the end
+  std::int64_t hs = 0, ws = 0;                  // the space-to-depth input's extent
+  std::int64_t kh = 0, kw = 0;                  // the regrouped kernel
+  std::int64_t channels = 0;                    // 4·C, padded to 16 bytes
+};
+
+// The space-to-depth form of a converted f16/bf16 conv, when it has one: groups 1, stride 2 and dilation 1 on both
+// axes, static input channels and extent, channels that need padding, and fewer padded terms per output than now.
+std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const graph::Layer& conv) {
+  if (conv.op != "conv" || padded_channels(g, conv) == 0) return std::nullopt;
+  const graph::AttrReader attrs(conv.attrs, conv.name, conv.op);
+  const auto ints = [&](const char* name, std::int64_t fallback) {
+    std::vector<std::int64_t> v = attrs.get_ints(name, std::vector<std::int64_t>{});
+    if (v.empty()) v = {fallback, fallback};
+    return v;
+  };
+  const std::vector<std::int64_t> stride = ints("stride", 1), padding = ints("padding", 0),
+                                  dilation = ints("dilation", 1);
+  if (stride != std::vector<std::int64_t>{2, 2} || dilation != std::vector<std::int64_t>{1, 1}) return std::nullopt;
+  const Dims x = g.static_dims(conv.inputs[0]);
+  const Dims weight = g.static_dims(conv.inputs[1]);
+  SpaceToDepth s;
+  s.c = x[1], s.h = x[2], s.w = x[3], s.ph = padding.at(0), s.pw = padding.at(1);
+  if (s.c <= 0 || s.h <= 0 || s.w <= 0 || weight[2] < 2 || weight[3] < 2) return std::nullopt;
+  const std::int64_t oh = (s.h + 2 * s.ph - weight[2]) / 2 + 1, ow = (s.w + 2 * s.pw - weight[3]) / 2 + 1;
+  s.kh = (weight[2] + 1) / 2, s.kw = (weight[3] + 1) / 2;
+  s.hs = oh + s.kh - 1, s.ws = ow + s.kw - 1;
+  s.eh = 2 * s.hs - s.h - s.ph, s.ew = 2 * s.ws - s.w - s.pw;
+  if (oh <= 0 || ow <= 0 || s.eh < 0 || s.ew < 0) return std::nullopt;
+  const auto multiple = kChannelBytes / static_cast<std::int64_t>(element_size(g.tensor(conv.inputs[0]).dtype));
+  s.channels = (4 * s.c + multiple - 1) / multiple * multiple;
+  if (s.kh * s.kw * s.channels >= weight[2] * weight[3] * padded_channels(g, conv)) return std::nullopt;
+  return s;
+}
+
+// The weight [O, C, kh, kw] regrouped for the space-to-depth input, channels last: [O, s.kh, s.kw, s.channels].
+HostTensor space_to_depth_weight(const HostTensor& w, const SpaceToDepth& s) {
+  const std::int64_t o = w.shape[0], kh = w.shape[2], kw = w.shape[3];
+  const std::size_t element = element_size(w.dtype);
+  HostTensor out;
+  out.dtype = w.dtype;
+  out.shape = Dims{o, s.kh, s.kw, s.channels};
+  out.bytes.assign(static_cast<std::size_t>(out.shape.volume()) * element, std::byte{0});
+  for (std::int64_t f = 0; f < o; ++f) {
+    for (std::int64_t c = 0; c < s.c; ++c) {
+      for (std::int64_t y = 0; y < kh; ++y) {
+        for (std::int64_t x = 0; x < kw; ++x) {
+          const std::int64_t from = ((f * s.c + c) * kh + y) * kw + x;
+          const std::int64_t to = ((f * s.kh + y / 2) * s.kw + x / 2) * s.channels + (y % 2 * 2 + x % 2) * s.c + c;
+          std::copy_n(w.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * element), element,
+                      out.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * element));
+        }
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Network to_channels_last(const Network& network, WeightPool& pool) {
@@ -131,8 +199,33 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     }
   };
 
+  // The space-to-depth input of a stem (channels last, padded): pad, [N, C, Hs, 2, Ws, 2] -> [N, Hs, Ws, 2, 2, C].
+  auto space_to_depth = [&](const graph::Layer& conv, const SpaceToDepth& s) {
+    const std::string name = conv.name + "/input_space_to_depth";
+    Tensor t = net.add_pad(rewriter.get(conv.inputs[0]), {0, 0, s.ph, s.pw, 0, 0, s.eh, s.ew});
+    t = net.add_reshape(t, {0, s.c, s.hs, 2, s.ws, 2});
+    t = net.add_reshape(net.add_transpose(t, {0, 2, 4, 3, 5, 1}), {0, s.hs, s.ws, 4 * s.c});
+    if (s.channels != 4 * s.c) t = net.add_pad(t, {0, 0, 0, 0, 0, 0, 0, s.channels - 4 * s.c});
+    net.rename_tensor(t, name);
+    return t;
+  };
+
   for (const auto& layer : g.layers) {
-    if (converts(g, layer)) {
+    if (const std::optional<SpaceToDepth> s = converts(g, layer) ? space_to_depth_form(g, layer) : std::nullopt) {
+      graph::Layer stem = layer;
+      stem.attrs["stride"] = std::vector<std::int64_t>{1, 1};
+      stem.attrs["padding"] = std::vector<std::int64_t>{0, 0};
+      stem.attrs["dilation"] = std::vector<std::int64_t>{1, 1};
+      HostTensor w = space_to_depth_weight(constant_tensor(g, layer.inputs[1]), *s);
+      const std::string wname = layer.name + "/weight_space_to_depth";
+      std::vector<Tensor> inputs = {space_to_depth(layer, *s),
+                                    net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
+      for (std::size_t i = 2; i < layer.inputs.size(); ++i) {
+        const std::int32_t id = layer.inputs[i];
+        inputs.push_back(id < 0 ? Tensor{} : i == residual_input(layer) ? channels_last(id) : rewriter.get(id));
+      }
+      emit(stem, inputs);
+    } else if (converts(g, layer)) {
       HostTensor w =
           permute(constant_tensor(g, layer.inputs[1]), {0, 2, 3, 1});  // [O, C/g, kh, kw] -> [O, kh, kw, C/g]
       Tensor x = channels_last(layer.inputs[0]);

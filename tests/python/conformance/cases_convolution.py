@@ -165,8 +165,13 @@ def cases():
         conv("conv_2d_patches_rect_nobias_f32", rand(1, 4, 6, 12), rand(5, 4, 2, 3), stride=[2, 3]),
         patch_tokens("conv_2d_patches_flatten_tokens_f16", rand(3, 3, 32, 32, dtype=F16),
                      rand(24, 3, 8, 8, dtype=F16) * 0.2, rand(24, dtype=F16), 8),
+        # Stride-2 convolutions of an image: on CUDA targets a stride-1 convolution of the space-to-depth input.
         conv("conv_2d_stem_3_channels_f16", rand(2, 3, 20, 20, dtype=F16), rand(8, 3, 7, 7, dtype=F16) * 0.2,
              rand(8, dtype=F16), stride=[2, 2], padding=[3, 3]),
+        conv("conv_2d_stem_odd_extent_bf16", rand(2, 3, 21, 18, dtype=BF16), rand(6, 3, 7, 7, dtype=BF16) * 0.2,
+             rand(6, dtype=BF16), stride=[2, 2], padding=[3, 3], dynamic={"x": [-1, 3, 21, 18]}),
+        conv("conv_2d_3x3_stride2_3_channels_f16", rand(2, 3, 17, 16, dtype=F16), rand(8, 3, 3, 3, dtype=F16) * 0.3,
+             stride=[2, 2], padding=[1, 1]),
         conv("conv_2d_1x1_stride_f16", rand(1, 8, 7, 9, dtype=F16), rand(3, 8, 1, 1, dtype=F16), stride=[2, 3]),
         conv("conv_2d_grouped_f32", rand(2, 6, 8, 9), rand(9, 2, 3, 3), rand(9), padding=[1, 1], groups=3),
         conv("conv_2d_depthwise_f32", rand(2, 8, 10, 7), rand(8, 1, 3, 3), rand(8), padding=[1, 1], groups=8),
