@@ -345,6 +345,9 @@ def pad_cases():
         pad_case("pad_last_axis_channels_f16", make(2, 5, 4, 3, dtype=torch.float16), [0, 0, 0, 0, 0, 0, 0, 5]),
         pad_case("pad_last_axis_both_ends_f32", make(3, 4, 6), [0, 0, 2, 0, 0, 3], value=1.5),
         pad_case("pad_last_axis_8_byte_rows_bf16", make(5, 3, dtype=torch.bfloat16), [0, 1, 0, 0], value=-2.0),
+        # Rows and columns alone (an image's, before its space-to-depth form): one block per output row on CUDA.
+        pad_case("pad_last_two_axes_f16", make(2, 3, 9, 11, dtype=torch.float16), [0, 0, 3, 2, 0, 0, 1, 4]),
+        pad_case("pad_last_two_axes_wide_rows_i8", make(2, 5, 300, dtype=torch.int8), [0, 1, 2, 0, 2, 3], value=7.0),
         pad_case("pad_reflect_3d_f64", make(2, 3, 4, dtype=torch.float64), [1, 2, 3, 1, 0, 2], mode="reflect"),
         pad_case("pad_reflect_size1_axis_unpadded_f32", make(1, 4), [0, 1, 0, 2], mode="reflect"),
         pad_case("pad_edge_1d_f32", make(3), [5, 7], mode="edge"),

@@ -456,19 +456,17 @@ TEST(CudaQuantizedConv, EveryEntryAddsAQuantizedResidual) {
   }
 }
 
-TEST(CudaQuantizedConv, CutlassTakesPointwiseI8ConvolutionsWithAQuantizedResidual) {
+TEST(CudaQuantizedConv, CutlassTakesPointwiseI8ConvolutionsWithTheirResiduals) {
   if (!gpu(true)) GTEST_SKIP() << "no sm_90 GPU";
   // i8 1x1 convolutions as CUTLASS products: 162 positions (a partial row tile), 48 filters (a partial column tile),
-  // the residual i8 times its scale or absent, caller buffers planned again at each enqueue (misaligned ones: the
+  // the residual i8 times its scale, f16, or absent, caller buffers planned again at each enqueue (misaligned ones: the
   // direct kernel).
-  for (const char* kernel :
-       {"quantized_conv_i8_1x1_cutlass_sm90_coop128x128", "quantized_conv_i8_1x1_cutlass_sm90_coop128x256"}) {
-    for (bool residual : {true, false}) {
-      for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
-        SCOPED_TRACE(std::string(kernel) + (residual ? " residual" : " no residual") + " binding " +
-                     std::to_string(static_cast<int>(binding)));
-        EXPECT_LT(quantized_conv_error(kernel, DataType::kI8, true, binding, true, true, true, residual), 1e-3);
-      }
+  const char* kernel = "quantized_conv_i8_1x1_cutlass_sm90_coop128x256";
+  for (const char* residual : {"i8", "f16", "none"}) {
+    for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
+      SCOPED_TRACE(std::string("residual ") + residual + " binding " + std::to_string(static_cast<int>(binding)));
+      const bool with_residual = std::string(residual) != "none", quantized = std::string(residual) == "i8";
+      EXPECT_LT(quantized_conv_error(kernel, DataType::kI8, true, binding, true, quantized, true, with_residual), 1e-3);
     }
   }
 }

@@ -28,10 +28,11 @@ std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType opera
   }
 }
 
-std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, Activation activation,
-                                                        int device, int sm_count) {
+std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, DataType residual,
+                                                        Activation activation, int device, int sm_count) {
   if (operands != DataType::kI8 || activation != Activation::kRelu) return nullptr;
-  return make_i8_residual_gemm(config, device, sm_count);
+  if (residual != DataType::kI8 && residual != DataType::kF16) return nullptr;
+  return make_i8_residual_gemm(config, residual == DataType::kF16, device, sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

@@ -258,14 +258,14 @@ std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activati
                                                                                                         sm_count);
 }
 
-// quantized_conv's 1x1 product with a quantized residual of `config`: ElementIn operands, C and D, f16 bias, relu; the
-// configurations of kBuilt only.
-template <typename ElementIn, GemmConfig... kBuilt>
+// quantized_conv's 1x1 product of `config`: ElementIn operands and D, f16 bias, ElementC residual (ElementIn: scaled
+// by its own scale; f16), relu; the configurations of kBuilt only.
+template <typename ElementIn, typename ElementC, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_residual_gemm(GemmConfig config, int device, int sm_count) {
   std::unique_ptr<FusedGemm> gemm;
   ((config == kBuilt
         ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, cutlass::epilogue::thread::ReLu, true,
-                                                    kBuilt, ElementIn, ElementIn>>(device, sm_count),
+                                                    kBuilt, ElementIn, ElementC>>(device, sm_count),
            0)
         : 0),
    ...);
@@ -281,6 +281,7 @@ std::unique_ptr<FusedGemm> make_f8e4m3_requantized_gemm(GemmConfig config, Activ
                                                         int sm_count);
 std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_i8_requantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
-std::unique_ptr<FusedGemm> make_i8_residual_gemm(GemmConfig config, int device, int sm_count);  // ..._int8_residual.cu
+// ..._int8_residual.cu: an i8 residual (scaled), or an f16 one.
+std::unique_ptr<FusedGemm> make_i8_residual_gemm(GemmConfig config, bool f16_residual, int device, int sm_count);
 
 }  // namespace tensoracle::cuda::sm90

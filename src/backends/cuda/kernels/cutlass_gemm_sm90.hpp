@@ -102,11 +102,11 @@ std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, in
 // kCooperative128x128; quantized D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x128).
 std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation,
                                                bool quantized_output, int device, int sm_count);
-// The quantized product of a 1x1 convolution with a quantized residual (quantized_conv): i8 operands, C and D (C scaled
-// by *c_scale; C may be absent), f16 bias, relu; nullptr for another dtype, activation or configuration (built:
-// kCooperative128x128 and kCooperative128x256).
-std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, Activation activation,
-                                                        int device, int sm_count);
+// The quantized product of a 1x1 convolution (quantized_conv): i8 operands and D, f16 bias, relu, and C (may be absent)
+// of `residual` type: i8 (scaled by *c_scale) or f16; nullptr for another dtype, activation or configuration (built:
+// kCooperative128x256).
+std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, DataType residual,
+                                                        Activation activation, int device, int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
 inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, int /*device*/,
@@ -119,8 +119,8 @@ inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, Dat
   return nullptr;
 }
 inline std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig /*config*/, DataType /*operands*/,
-                                                               Activation /*activation*/, int /*device*/,
-                                                               int /*sm_count*/) {
+                                                               DataType /*residual*/, Activation /*activation*/,
+                                                               int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 #endif

@@ -6,7 +6,8 @@
 // kernels::quantize_result). Semantics follow the CPU reference (src/backends/cpu/kernels/convolution.cpp), which sums
 // in double: i8 sums agree exactly (within i32), f8e4m3 sums to f32 rounding. On sm_90, an i8 1x1 convolution with relu
 // and an i8 result (a ResNet block's first and last) is also a CUTLASS product of [n·h·w, c] by the weight [o, c]ᵀ
-// with the residual read quantized in its epilogue (cutlass_gemm_sm90.hpp), timed against the cuDNN plans.
+// with the residual (i8 times its scale, or f16) read in its epilogue (cutlass_gemm_sm90.hpp), timed against the cuDNN
+// plans.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <fmt/format.h>
@@ -248,18 +249,19 @@ QuantizedConvPlan prepare_cutlass(const StepLaunch& launch) {
   if (plan.direct == nullptr) return plan;
   const ConvShape& s = plan.shape;
   if (!plan.nhwc || s.kh != 1 || s.kw != 1 || s.sh != 1 || s.sw != 1 || s.ph != 0 || s.pw != 0 || s.groups != 1 ||
-      !plan.relu || !plan.quantized_output ||
-      (plan.residual_kind != Residual::kNone && plan.residual_kind != Residual::kI8)) {
+      !plan.relu || !plan.quantized_output || plan.residual_kind == Residual::kF8E4M3 ||
+      launch.attrs->get_dtype("to", DataType::kF32) != DataType::kF16) {
     launch.attrs->fail(
-        "the CUTLASS quantized convolution takes 1x1 convolutions with relu, a quantized result and "
-        "no residual or an i8 one");
+        "the CUTLASS quantized convolution takes 1x1 convolutions with relu, a quantized result, an "
+        "f16 epilogue and no residual, an f16 one or an i8 one");
   }
   const sm90::DeviceInfo gpu = sm90::current_device(layer_name(launch));
   if (gpu.sm_count == 0) {
     launch.attrs->fail(
         fmt::format("the CUTLASS sm_90 products run on compute capability 9.0 GPUs, not {}.{}", gpu.major, gpu.minor));
   }
-  plan.gemm = sm90::make_quantized_residual_gemm(kConfig, launch.inputs.at(0).dtype, sm90::Activation::kRelu,
+  const DataType residual = plan.residual_kind == Residual::kEpilogue ? DataType::kF16 : DataType::kI8;
+  plan.gemm = sm90::make_quantized_residual_gemm(kConfig, launch.inputs.at(0).dtype, residual, sm90::Activation::kRelu,
                                                  gpu.device, gpu.sm_count);
   if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the convolution");
   sm90::GemmProblem& p = plan.problem;
@@ -286,7 +288,7 @@ QuantizedConvPlan prepare_cutlass(const StepLaunch& launch) {
   placeholder(sizes.bias, plan.bias);
   placeholder(sizes.c, plan.residual);
   placeholder(sizes.output_scale, true);
-  placeholder(sizes.c_scale, plan.residual);
+  placeholder(sizes.c_scale, plan.residual_kind == Residual::kI8);
   placeholder(sizes.d, true);
   if (!plan.gemm->can_implement(sizes)) {
     launch.attrs->fail(
@@ -364,7 +366,7 @@ bool supports_direct_alone(const graph::Graph& graph, const graph::Layer& layer,
 
 // The CUTLASS product: i8 x, weight and result (a constant weight [o, 1, 1, c] with o and c multiples of 16),
 // channels last, 1x1 with stride 1, no padding, dilation 1 and one group, relu, bias absent or f16 (`to` f16), the
-// residual absent or i8 with its scale.
+// residual absent, f16, or i8 with its scale.
 bool supports_cutlass(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
   if (!supports_cudnn(graph, layer, precision) || input_dtype(graph, layer, 0) != DataType::kI8) return false;
   if (layer.outputs.size() != 1 || output_dtype(graph, layer, 0) != DataType::kI8 || !has_tensor(layer, 5))
@@ -381,7 +383,10 @@ bool supports_cutlass(const graph::Graph& graph, const graph::Layer& layer, Prec
     return true;
   };
   if (!all_equal("stride", 1) || !all_equal("padding", 0) || !all_equal("dilation", 1)) return false;
-  if (has_tensor(layer, 4) && (input_dtype(graph, layer, 4) != DataType::kI8 || !has_tensor(layer, 6))) return false;
+  if (has_tensor(layer, 4)) {
+    const DataType residual = input_dtype(graph, layer, 4);
+    if (residual != (has_tensor(layer, 6) ? DataType::kI8 : DataType::kF16)) return false;
+  }
   const Dims weight = graph.static_dims(layer.inputs[1]);  // channels last: [o, kh, kw, c]
   return weight.rank() == 4 && weight[1] == 1 && weight[2] == 1 && weight[0] > 0 && weight[0] % 16 == 0 &&
          weight[3] > 0 && weight[3] % 16 == 0;
@@ -410,8 +415,6 @@ void register_quantized_convolution_kernels(std::vector<KernelEntry>& kernels) {
   if (!sm90::kFusedGemmBuilt) return;
   using sm90::GemmConfig;
   const std::vector<KernelEntry> cutlass = {
-      prepared_kernel<prepare_cutlass<GemmConfig::kCooperative128x128>, launch_quantized_conv>(
-          "quantized_conv_i8_1x1_cutlass_sm90_coop128x128", "quantized_conv", supports_cutlass, kWorkspaceBytes),
       prepared_kernel<prepare_cutlass<GemmConfig::kCooperative128x256>, launch_quantized_conv>(
           "quantized_conv_i8_1x1_cutlass_sm90_coop128x256", "quantized_conv", supports_cutlass, kWorkspaceBytes),
   };
