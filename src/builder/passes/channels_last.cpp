@@ -60,12 +60,18 @@ const std::vector<std::int64_t> kToFirst = {0, 3, 1, 2};
 // channels appended up to a multiple of 16 bytes, and its weight gets zero channels to match: the sums are unchanged.
 constexpr std::int64_t kChannelBytes = 16;
 
+// `channels` rounded up to a multiple of 16 bytes of `dtype`.
+std::int64_t round_up_channels(std::int64_t channels, DataType dtype) {
+  const auto multiple = kChannelBytes / static_cast<std::int64_t>(element_size(dtype));
+  return (channels + multiple - 1) / multiple * multiple;
+}
+
 std::int64_t padded_channels(const graph::Graph& g, const graph::Layer& conv) {
   const std::int64_t groups = graph::AttrReader(conv.attrs, conv.name, conv.op).get_int("groups", 1);
   const Dims x = g.static_dims(conv.inputs[0]);
-  const auto multiple = kChannelBytes / static_cast<std::int64_t>(element_size(g.tensor(conv.inputs[0]).dtype));
-  if (groups != 1 || x.rank() != 4 || x[1] <= 0 || x[1] % multiple == 0) return 0;
-  return (x[1] + multiple - 1) / multiple * multiple;
+  if (groups != 1 || x.rank() != 4 || x[1] <= 0) return 0;
+  const std::int64_t padded = round_up_channels(x[1], g.tensor(conv.inputs[0]).dtype);
+  return padded == x[1] ? 0 : padded;
 }
 
 // A channels-last weight [O, kh, kw, C] with zero channels appended up to `channels`.
@@ -102,7 +108,8 @@ struct SpaceToDepth {
 // The space-to-depth form of a converted f16/bf16 conv, when it has one: groups 1, stride 2 and dilation 1 on both
 // axes, static input channels and extent, channels that need padding, and fewer padded terms per output than now.
 std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const graph::Layer& conv) {
-  if (conv.op != "conv" || padded_channels(g, conv) == 0) return std::nullopt;
+  const std::int64_t padded = padded_channels(g, conv);
+  if (conv.op != "conv" || padded == 0) return std::nullopt;
   const graph::AttrReader attrs(conv.attrs, conv.name, conv.op);
   const auto ints = [&](const char* name, std::int64_t fallback) {
     std::vector<std::int64_t> v = attrs.get_ints(name, std::vector<std::int64_t>{});
@@ -122,9 +129,8 @@ std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const gra
   s.hs = oh + s.kh - 1, s.ws = ow + s.kw - 1;
   s.eh = 2 * s.hs - s.h - s.ph, s.ew = 2 * s.ws - s.w - s.pw;
   if (oh <= 0 || ow <= 0 || s.eh < 0 || s.ew < 0) return std::nullopt;
-  const auto multiple = kChannelBytes / static_cast<std::int64_t>(element_size(g.tensor(conv.inputs[0]).dtype));
-  s.channels = (4 * s.c + multiple - 1) / multiple * multiple;
-  if (s.kh * s.kw * s.channels >= weight[2] * weight[3] * padded_channels(g, conv)) return std::nullopt;
+  s.channels = round_up_channels(4 * s.c, g.tensor(conv.inputs[0]).dtype);
+  if (s.kh * s.kw * s.channels >= weight[2] * weight[3] * padded) return std::nullopt;
   return s;
 }
 
@@ -211,43 +217,41 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
   };
 
   for (const auto& layer : g.layers) {
-    if (const std::optional<SpaceToDepth> s = converts(g, layer) ? space_to_depth_form(g, layer) : std::nullopt) {
-      graph::Layer stem = layer;
-      stem.attrs["stride"] = std::vector<std::int64_t>{1, 1};
-      stem.attrs["padding"] = std::vector<std::int64_t>{0, 0};
-      stem.attrs["dilation"] = std::vector<std::int64_t>{1, 1};
-      HostTensor w = space_to_depth_weight(constant_tensor(g, layer.inputs[1]), *s);
-      const std::string wname = layer.name + "/weight_space_to_depth";
-      std::vector<Tensor> inputs = {space_to_depth(layer, *s),
-                                    net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
-      for (std::size_t i = 2; i < layer.inputs.size(); ++i) {
-        const std::int32_t id = layer.inputs[i];
-        inputs.push_back(id < 0 ? Tensor{} : i == residual_input(layer) ? channels_last(id) : rewriter.get(id));
-      }
-      emit(stem, inputs);
-    } else if (converts(g, layer)) {
-      HostTensor w =
-          permute(constant_tensor(g, layer.inputs[1]), {0, 2, 3, 1});  // [O, C/g, kh, kw] -> [O, kh, kw, C/g]
-      Tensor x = channels_last(layer.inputs[0]);
-      if (const std::int64_t channels = padded_channels(g, layer); channels != 0) {
-        w = pad_last_axis(w, channels);
-        auto it = padded.find(layer.inputs[0]);
-        if (it == padded.end()) {
-          const std::vector<std::int64_t> pads = {0, 0, 0, 0, 0, 0, 0, channels - g.static_dims(layer.inputs[0])[1]};
-          const std::string name = g.tensor(layer.inputs[0]).name + ".nhwc_padded";
-          Tensor t = net.add_layer("pad", {x}, Attributes{{"pads", pads}}, name)[0];
-          net.rename_tensor(t, name);
-          it = padded.emplace(layer.inputs[0], t).first;
+    if (converts(g, layer)) {
+      graph::Layer converted = layer;
+      Tensor x;
+      HostTensor w;
+      std::string wname;
+      if (const std::optional<SpaceToDepth> s = space_to_depth_form(g, layer)) {
+        converted.attrs["stride"] = std::vector<std::int64_t>{1, 1};
+        converted.attrs["padding"] = std::vector<std::int64_t>{0, 0};
+        converted.attrs["dilation"] = std::vector<std::int64_t>{1, 1};
+        x = space_to_depth(layer, *s);
+        w = space_to_depth_weight(constant_tensor(g, layer.inputs[1]), *s);
+        wname = layer.name + "/weight_space_to_depth";
+      } else {
+        x = channels_last(layer.inputs[0]);
+        w = permute(constant_tensor(g, layer.inputs[1]), {0, 2, 3, 1});  // [O, C/g, kh, kw] -> [O, kh, kw, C/g]
+        wname = layer.name + "/weight_nhwc";
+        if (const std::int64_t channels = padded_channels(g, layer); channels != 0) {
+          w = pad_last_axis(w, channels);
+          auto it = padded.find(layer.inputs[0]);
+          if (it == padded.end()) {
+            const std::vector<std::int64_t> pads = {0, 0, 0, 0, 0, 0, 0, channels - g.static_dims(layer.inputs[0])[1]};
+            const std::string name = g.tensor(layer.inputs[0]).name + ".nhwc_padded";
+            Tensor t = net.add_layer("pad", {x}, Attributes{{"pads", pads}}, name)[0];
+            net.rename_tensor(t, name);
+            it = padded.emplace(layer.inputs[0], t).first;
+          }
+          x = it->second;
         }
-        x = it->second;
       }
-      const std::string wname = layer.name + "/weight_nhwc";
       std::vector<Tensor> inputs = {x, net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname)};
       for (std::size_t i = 2; i < layer.inputs.size(); ++i) {
         const std::int32_t id = layer.inputs[i];
         inputs.push_back(id < 0 ? Tensor{} : i == residual_input(layer) ? channels_last(id) : rewriter.get(id));
       }
-      emit(layer, inputs);
+      emit(converted, inputs);
     } else if (quantizes_4d_per_tensor(g, layer) && last.count(layer.inputs[0]) != 0) {
       emit(layer, {last.at(layer.inputs[0]), rewriter.get(layer.inputs[1])}, false);
     } else if (layer.op == "max_pool2d" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0) {

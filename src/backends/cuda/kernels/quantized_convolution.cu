@@ -241,6 +241,23 @@ QuantizedConvPlan prepare_cudnn(const StepLaunch& launch) {
   return plan;
 }
 
+// Input i's address; nullptr for an absent input or a caller's buffer not bound yet.
+const void* input_data(const StepLaunch& launch, std::size_t i) {
+  return present(launch, i) ? launch.inputs[i].data : nullptr;
+}
+
+// The launch's addresses in the CUTLASS product's problem.
+void bind_addresses(const StepLaunch& launch, sm90::GemmProblem& p) {
+  p.a = input_data(launch, 0);
+  p.b = input_data(launch, 1);
+  p.scale = static_cast<const float*>(input_data(launch, 2));
+  p.bias = input_data(launch, 3);
+  p.c = input_data(launch, 4);
+  p.output_scale = static_cast<const float*>(input_data(launch, 5));
+  p.c_scale = static_cast<const float*>(input_data(launch, 6));
+  p.d = launch.outputs.at(0).data;
+}
+
 // The CUTLASS product of a 1x1 convolution (supports_cutlass says which): x [n, h, w, c] is A [n·h·w, c], the weight
 // [o, 1, 1, c] is B [o, c], the residual C and the result D [n·h·w, o].
 template <sm90::GemmConfig kConfig>
@@ -268,15 +285,7 @@ QuantizedConvPlan prepare_cutlass(const StepLaunch& launch) {
   p.m = s.n * s.h * s.w;
   p.n = s.o;
   p.k = s.c;
-  const auto data = [&](std::size_t i) -> const void* { return present(launch, i) ? launch.inputs[i].data : nullptr; };
-  p.a = data(0);
-  p.b = data(1);
-  p.scale = static_cast<const float*>(data(2));
-  p.bias = data(3);
-  p.c = data(4);
-  p.output_scale = static_cast<const float*>(data(5));
-  p.c_scale = static_cast<const float*>(data(6));
-  p.d = launch.outputs.at(0).data;
+  bind_addresses(launch, p);
   // Placeholders where a caller's buffer is not bound yet: the sizes are what can_implement reads.
   sm90::GemmProblem sizes = p;
   const auto placeholder = [&](auto*& address, bool wanted) {
@@ -309,17 +318,7 @@ QuantizedConvPlan prepare_cutlass(const StepLaunch& launch) {
 void launch_cutlass(const StepLaunch& launch, const QuantizedConvPlan& plan) {
   if (plan.rebind) {
     sm90::GemmProblem p = plan.problem;
-    const auto data = [&](std::size_t i) -> const void* {
-      return present(launch, i) ? launch.inputs[i].data : nullptr;
-    };
-    p.a = data(0);
-    p.b = data(1);
-    p.scale = static_cast<const float*>(data(2));
-    p.bias = data(3);
-    p.c = data(4);
-    p.output_scale = static_cast<const float*>(data(5));
-    p.c_scale = static_cast<const float*>(data(6));
-    p.d = launch.outputs.at(0).data;
+    bind_addresses(launch, p);
     if (!sm90::aligned_for_tma(p)) return plan.direct(launch, plan);
     plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   }
@@ -333,7 +332,7 @@ void launch_quantized_conv(const StepLaunch& launch, const QuantizedConvPlan& pl
     return plan.direct(launch, plan);
   }
   check_cudnn(cudnnSetStream(plan.handle, launch.stream), "cudnnSetStream", launch);
-  const auto data = [&](std::size_t i) -> const void* { return present(launch, i) ? launch.inputs[i].data : nullptr; };
+  const auto data = [&](std::size_t i) { return input_data(launch, i); };
   check_cudnn(plan.graph->execute(plan.handle, data(0), data(1), data(2), data(3), data(4), data(5), data(6),
                                   launch.outputs.at(0).data, launch.workspace),
               "cudnnBackendExecute", launch);
