@@ -205,13 +205,15 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     }
   };
 
-  // The space-to-depth input of a stem (channels last, padded): pad, [N, C, Hs, 2, Ws, 2] -> [N, Hs, Ws, 2, 2, C].
+  // The space-to-depth input of a stem: one space_to_depth step (padding, 2x2 cells into channels, channels last,
+  // zero channels to 16 bytes) instead of a pad, a transpose and a second pad.
   auto space_to_depth = [&](const graph::Layer& conv, const SpaceToDepth& s) {
     const std::string name = conv.name + "/input_space_to_depth";
-    Tensor t = net.add_pad(rewriter.get(conv.inputs[0]), {0, 0, s.ph, s.pw, 0, 0, s.eh, s.ew});
-    t = net.add_reshape(t, {0, s.c, s.hs, 2, s.ws, 2});
-    t = net.add_reshape(net.add_transpose(t, {0, 2, 4, 3, 5, 1}), {0, s.hs, s.ws, 4 * s.c});
-    if (s.channels != 4 * s.c) t = net.add_pad(t, {0, 0, 0, 0, 0, 0, 0, s.channels - 4 * s.c});
+    const Attributes attrs{{"block_size", std::int64_t{2}},
+                           {"pads", std::vector<std::int64_t>{s.ph, s.pw, s.eh, s.ew}},
+                           {"output_layout", std::string("nhwc")},
+                           {"channels", s.channels}};
+    Tensor t = net.add_layer("space_to_depth", {rewriter.get(conv.inputs[0])}, attrs, name)[0];
     net.rename_tensor(t, name);
     return t;
   };

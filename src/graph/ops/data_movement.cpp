@@ -407,6 +407,59 @@ std::vector<OutputType> infer_pad(InferContext& ctx) {
   return {OutputType{x.dtype, out}};
 }
 
+// ---- space_to_depth ----
+
+// x [N, C, H, W], zero-padded by `pads` [top, left, bottom, right], regrouped in block x block cells: output channel
+// (by * block + bx) * C + c holds x[n, c, i * block + by - top, j * block + bx - left] (ONNX's DCR order), zeros in
+// channels C * block^2 .. `channels`; [N, channels, H', W'], or [N, H', W', channels] with output_layout "nhwc".
+std::vector<OutputType> infer_space_to_depth(InferContext& ctx) {
+  const TensorType& x = ctx.input(0, "x");
+  if (x.rank() != 4) {
+    ctx.fail(fmt::format("'{}' has shape {}; space_to_depth takes an image [N, C, H, W]", x.name,
+                         ctx.shape_string(x.shape)));
+  }
+  const std::int64_t block = ctx.get_int("block_size");
+  if (block < 1 || block > 64) ctx.fail(fmt::format("block_size {} is not in [1, 64]", block));
+  const auto pads = ctx.get_ints("pads", std::vector<std::int64_t>{0, 0, 0, 0});
+  if (pads.size() != 4) {
+    ctx.fail(
+        fmt::format("pads {} has {} entries; it takes [top, left, bottom, right]", list_string(pads), pads.size()));
+  }
+  for (auto p : pads) {
+    if (p < 0 || p > (std::int64_t{1} << 40))
+      ctx.fail(fmt::format("pads {} has the pad {}; pads are in [0, 2^40]", list_string(pads), p));
+  }
+  const std::string layout = ctx.get_string("output_layout", "nchw");
+  if (layout != "nchw" && layout != "nhwc") ctx.fail(fmt::format("output_layout '{}' is not nchw or nhwc", layout));
+  DimPool& dp = ctx.dims();
+  const DimId b = ctx.constant(block);
+  DimId channels = dp.mul(x.shape[1], ctx.constant(block * block));
+  if (ctx.has("channels")) {
+    const std::int64_t wanted = ctx.get_int("channels");
+    const std::optional<std::int64_t> c = ctx.value(x.shape[1]);
+    if (!c)
+      ctx.fail(fmt::format("'channels' needs the channels of '{}' (shape {}) to be static", x.name,
+                           ctx.shape_string(x.shape)));
+    if (wanted < *c * block * block || wanted > (std::int64_t{1} << 40)) {
+      ctx.fail(fmt::format("channels {} is below the {} that {} channels in {}x{} blocks fill", wanted,
+                           *c * block * block, *c, block, block));
+    }
+    channels = ctx.constant(wanted);
+  }
+  std::vector<DimId> extent;
+  for (std::size_t a = 0; a < 2; ++a) {
+    const DimId padded = dp.add(x.shape[a + 2], ctx.constant(pads[a] + pads[a + 2]));
+    if (auto v = ctx.value(padded); v && *v % block != 0) {
+      ctx.fail(fmt::format("the padded {} of '{}' (shape {}, pads {}) is {}, not a multiple of block_size {}",
+                           a == 0 ? "height" : "width", x.name, ctx.shape_string(x.shape), list_string(pads), *v,
+                           block));
+    }
+    extent.push_back(dp.floor_div(padded, b));
+  }
+  if (layout == "nhwc") return {OutputType{x.dtype, {x.shape[0], extent[0], extent[1], channels}}};
+  return {OutputType{x.dtype, {x.shape[0], channels, extent[0], extent[1]}}};
+}
+
 }  // namespace
 
 void register_data_movement_ops(std::vector<OpDef>& ops) {
@@ -424,6 +477,12 @@ void register_data_movement_ops(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{"expand", 1, 1, {"shape"}, infer_expand, "broadcasts to a target shape (torch.expand)"});
   ops.push_back(OpDef{
       "pad", 1, 1, {"pads", "mode", "value"}, infer_pad, "pads each axis at both ends (constant, reflect, edge)"});
+  ops.push_back(OpDef{"space_to_depth",
+                      1,
+                      1,
+                      {"block_size", "pads", "output_layout", "channels"},
+                      infer_space_to_depth,
+                      "moves block x block cells of a zero-padded image into channels (ONNX's DCR order)"});
 }
 
 }  // namespace tensoracle::graph

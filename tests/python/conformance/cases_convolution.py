@@ -80,8 +80,12 @@ def conv_transpose(name, x, weight, bias=None, stride=None, padding=None, output
                 reference, weights=weights, dynamic=dynamic or {})
 
 
-def pool(name, op, x, kernel, stride=None, padding=None, ceil_mode=False, count_include_pad=True, dynamic=None):
+def pool(name, op, x, kernel, stride=None, padding=None, ceil_mode=False, count_include_pad=True, dynamic=None,
+         layout=None):
+    """layout "nhwc": x is [N, H, W, C]; PyTorch pools its channels-first view and the result is permuted back."""
     attrs = {"kernel": kernel}
+    if layout is not None:
+        attrs["layout"] = layout
     if stride is not None:
         attrs["stride"] = stride
     if padding is not None:
@@ -92,12 +96,13 @@ def pool(name, op, x, kernel, stride=None, padding=None, ceil_mode=False, count_
         attrs["count_include_pad"] = 0
 
     def reference(t):
+        x = t["x"].permute(0, 3, 1, 2) if layout == "nhwc" else t["x"]
         if op == "max_pool2d":
-            y = F.max_pool2d(t["x"], kernel, stride=stride or kernel, padding=padding or 0, ceil_mode=ceil_mode)
+            y = F.max_pool2d(x, kernel, stride=stride or kernel, padding=padding or 0, ceil_mode=ceil_mode)
         else:
-            y = F.avg_pool2d(t["x"], kernel, stride=stride or kernel, padding=padding or 0, ceil_mode=ceil_mode,
+            y = F.avg_pool2d(x, kernel, stride=stride or kernel, padding=padding or 0, ceil_mode=ceil_mode,
                              count_include_pad=count_include_pad)
-        return {"y": y}
+        return {"y": y.permute(0, 2, 3, 1).contiguous() if layout == "nhwc" else y}
 
     return Case(name, [{"op": op, "inputs": ["x"], "outputs": ["y"], "attrs": attrs}], {"x": x}, reference,
                 dynamic=dynamic or {})
@@ -217,6 +222,15 @@ def cases():
         pool("max_pool2d_empty_batch_f32", "max_pool2d", rand(0, 2, 5, 5), [2, 2]),
         pool("max_pool2d_dynamic_f32", "max_pool2d", rand(2, 3, 9, 8), [3, 3], stride=[2, 2], padding=[1, 1],
              ceil_mode=True, dynamic={"x": [-1, -1, -1, -1]}),
+        # Channels last: whole 16-byte words of channels (a CUDA thread per word: ResNet's stem pool) and not.
+        pool("max_pool2d_nhwc_words_f16", "max_pool2d", rand(2, 9, 11, 24, dtype=F16), [3, 3], stride=[2, 2],
+             padding=[1, 1], layout="nhwc"),
+        pool("max_pool2d_nhwc_words_nan_f32", "max_pool2d", with_nan(rand(1, 6, 6, 8), 0, 1, 2, 3), [2, 2],
+             layout="nhwc"),
+        pool("max_pool2d_nhwc_words_ceil_dynamic_f64", "max_pool2d", rand(3, 7, 5, 4, dtype=F64), [2, 3],
+             stride=[2, 2], ceil_mode=True, layout="nhwc", dynamic={"x": [-1, 7, 5, 4]}),
+        pool("max_pool2d_nhwc_odd_channels_bf16", "max_pool2d", rand(2, 7, 5, 3, dtype=BF16), [3, 2], stride=[2, 1],
+             padding=[1, 1], layout="nhwc"),
         # ---- avg_pool2d ----
         pool("avg_pool2d_basic_f32", "avg_pool2d", rand(2, 3, 8, 10), [2, 2]),
         pool("avg_pool2d_pad_include_f16", "avg_pool2d", rand(2, 3, 9, 11, dtype=F16), [3, 3], stride=[2, 2],

@@ -1,5 +1,5 @@
 """Conformance cases of the data_movement ops: reshape, transpose, slice, concat, split, gather,
-squeeze, unsqueeze, expand, pad. References are PyTorch (and NumPy's pad), independent of the
+squeeze, unsqueeze, expand, pad, space_to_depth. References are PyTorch (and NumPy's pad), independent of the
 engine's index arithmetic: slices use Python's own slice semantics, which ONNX follows."""
 import numpy as np
 import torch
@@ -361,6 +361,46 @@ def pad_cases():
     return cases
 
 
+def space_to_depth_ref(x, block, pads, layout, channels):
+    """torch's pad, reshape and permute: channel (by * block + bx) * C + c (ONNX's DCR order), zero channels appended."""
+    top, left, bottom, right = pads
+    p = torch.nn.functional.pad(x.to(torch.float64) if x.dtype.is_floating_point else x, (left, right, top, bottom))
+    p = p.to(x.dtype)
+    n, c, h, w = p.shape
+    y = p.reshape(n, c, h // block, block, w // block, block).permute(0, 3, 5, 1, 2, 4)
+    y = y.reshape(n, block * block * c, h // block, w // block)
+    if channels > block * block * c:
+        y = torch.cat([y, torch.zeros(n, channels - block * block * c, h // block, w // block, dtype=x.dtype)], 1)
+    return (y.permute(0, 2, 3, 1) if layout == "nhwc" else y).contiguous()
+
+
+def space_to_depth_case(name, x, block, pads=(0, 0, 0, 0), layout="nchw", channels=None, dynamic=None):
+    attrs = {"block_size": block, "pads": list(pads), "output_layout": layout}
+    if channels is not None:
+        attrs["channels"] = channels
+    filled = x.shape[1] * block * block
+    return Case(name, one("space_to_depth", ["x"], attrs), {"x": x},
+                lambda t: {"y": space_to_depth_ref(t["x"], block, pads, layout, channels or filled)},
+                dynamic=dynamic or {})
+
+
+def space_to_depth_cases():
+    return [
+        # ResNet's stem input (the channels-last pass's form): padded by 3 and to whole cells, 12 channels to 16.
+        space_to_depth_case("space_to_depth_stem_nhwc_f16", make(2, 3, 15, 18, dtype=torch.float16), 2, (3, 3, 4, 3),
+                            "nhwc", 16),
+        space_to_depth_case("space_to_depth_stem_dynamic_batch_bf16", make(3, 3, 14, 10, dtype=torch.bfloat16), 2,
+                            (3, 3, 3, 3), "nhwc", 16, dynamic={"x": [-1, 3, 14, 10]}),
+        space_to_depth_case("space_to_depth_onnx_nchw_f32", make(2, 4, 6, 8), 2),
+        space_to_depth_case("space_to_depth_block3_nhwc_i8", make(1, 5, 9, 6, dtype=torch.int8), 3, channels=48),
+        space_to_depth_case("space_to_depth_odd_channels_nhwc_f16", make(2, 3, 4, 6, dtype=torch.float16), 2,
+                            (1, 0, 1, 2), "nhwc", 13),
+        space_to_depth_case("space_to_depth_wide_rows_nchw_f64", make(1, 2, 4, 8, dtype=torch.float64), 2, (2, 0, 0, 4)),
+        space_to_depth_case("space_to_depth_block1_u8", make(2, 3, 5, 7, dtype=torch.uint8), 1, (1, 2, 0, 1)),
+        space_to_depth_case("space_to_depth_bool", make(1, 2, 4, 4, dtype=torch.bool), 2, layout="nhwc", channels=10),
+    ]
+
+
 def cases():
     return (reshape_cases() + transpose_cases() + slice_cases() + concat_cases() + split_cases() + gather_cases() +
-            squeeze_cases() + unsqueeze_cases() + expand_cases() + pad_cases())
+            squeeze_cases() + unsqueeze_cases() + expand_cases() + pad_cases() + space_to_depth_cases())

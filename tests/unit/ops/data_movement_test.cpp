@@ -475,5 +475,53 @@ TEST(DataMovementPad, Errors) {
   EXPECT_EQ(net.shape(net.add_pad(e, {1, 0, 1, 0})), (Dims{2, 3}));
 }
 
+TEST(DataMovementSpaceToDepth, Shapes) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF16, Dims{-1, 3, 15, 18});
+  Tensor y = net.add_input("y", DataType::kI8, Dims{2, -1, 6, -1});
+  using Ints = std::vector<std::int64_t>;
+  Tensor stem = net.add_layer("space_to_depth", {x},
+                              {{"block_size", std::int64_t{2}},
+                               {"pads", Ints{3, 3, 4, 3}},
+                               {"output_layout", std::string("nhwc")},
+                               {"channels", std::int64_t{16}}})[0];
+  EXPECT_EQ(net.shape(stem), (Dims{-1, 11, 12, 16}));
+  const Dims image{5, 3, 15, 18};
+  EXPECT_EQ(inferred(net, stem, {{"x", image}, {"y", Dims{2, 4, 6, 9}}}), (Dims{5, 11, 12, 16}));
+  Tensor onnx = net.add_layer("space_to_depth", {y}, {{"block_size", std::int64_t{3}}})[0];
+  EXPECT_EQ(net.shape(onnx), (Dims{2, -1, 2, -1}));
+  EXPECT_EQ(inferred(net, onnx, {{"x", image}, {"y", Dims{2, 4, 6, 9}}}), (Dims{2, 36, 2, 3}));
+  // A dynamic width that is no multiple of the block is found when it is known.
+  EXPECT_THAT(infer_error(net, {{"x", Dims{1, 3, 15, 18}}, {"y", Dims{2, 4, 6, 10}}}),
+              AllOf(HasSubstr("padded width"), HasSubstr("is 10, not a multiple of block_size 3")));
+}
+
+TEST(DataMovementSpaceToDepth, Errors) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, Dims{2, 3, 8, 8});
+  Tensor c = net.add_input("c", DataType::kF32, Dims{2, -1, 8, 8});
+  Tensor v = net.add_input("v", DataType::kF32, Dims{2, 3, 8});
+  using Ints = std::vector<std::int64_t>;
+  auto s2d = [&](Tensor t, Attributes attrs, const std::string& name) {
+    return add_error(net, "space_to_depth", {t}, attrs, name);
+  };
+  const AttrValue two = std::int64_t{2};
+  EXPECT_THAT(s2d(v, {{"block_size", two}}, "e1"),
+              AllOf(HasSubstr("layer 'e1' (space_to_depth)"), HasSubstr("takes an image [N, C, H, W]")));
+  EXPECT_THAT(s2d(x, {{"block_size", std::int64_t{0}}}, "e2"), HasSubstr("block_size 0 is not in [1, 64]"));
+  EXPECT_THAT(s2d(x, {{"block_size", two}, {"pads", Ints{1, 1}}}, "e3"),
+              HasSubstr("it takes [top, left, bottom, right]"));
+  EXPECT_THAT(s2d(x, {{"block_size", two}, {"pads", Ints{1, -1, 1, 1}}}, "e4"), HasSubstr("has the pad -1"));
+  EXPECT_THAT(s2d(x, {{"block_size", two}, {"pads", Ints{1, 0, 0, 0}}}, "e5"),
+              AllOf(HasSubstr("the padded height of 'x'"), HasSubstr("is 9, not a multiple of block_size 2")));
+  EXPECT_THAT(s2d(x, {{"block_size", two}, {"output_layout", std::string("nc")}}, "e6"),
+              HasSubstr("output_layout 'nc' is not nchw or nhwc"));
+  EXPECT_THAT(s2d(x, {{"block_size", two}, {"channels", std::int64_t{11}}}, "e7"),
+              HasSubstr("channels 11 is below the 12 that 3 channels in 2x2 blocks fill"));
+  EXPECT_THAT(s2d(c, {{"block_size", two}, {"channels", std::int64_t{16}}}, "e8"),
+              HasSubstr("'channels' needs the channels of 'c'"));
+  EXPECT_THAT(s2d(x, {}, "e9"), AllOf(HasSubstr("layer 'e9'"), HasSubstr("block_size")));
+}
+
 }  // namespace
 }  // namespace tensoracle

@@ -210,6 +210,30 @@ void pad_kernel(KernelContext& ctx) {
       &fill);
 }
 
+// Output channel (by * block + bx) * C + c of cell (i, j) holds x[n, c, i * block + by - top, j * block + bx - left];
+// positions in the padding and channels past C * block^2 are zero.
+void space_to_depth_kernel(KernelContext& ctx) {
+  const TensorRef& x = ctx.input(0);
+  const TensorRef& out = ctx.output(0);
+  const std::int64_t block = ctx.get_int("block_size");
+  const auto pads = ctx.get_ints("pads", std::vector<std::int64_t>{0, 0, 0, 0});
+  const bool nhwc = ctx.get_string("output_layout", "nchw") == "nhwc";
+  const std::int64_t c = x.shape[1], h = x.shape[2], w = x.shape[3];
+  HostTensor zero_value(x.dtype, Dims{1});  // zero bytes: zero in every dtype
+  const TensorRef zero(zero_value);
+  gather_elements(
+      out, x,
+      [&](const std::vector<std::int64_t>& o) -> std::int64_t {
+        const std::int64_t k = nhwc ? o[3] : o[1], i = nhwc ? o[1] : o[2], j = nhwc ? o[2] : o[3];
+        if (k >= c * block * block) return -1;
+        const std::int64_t cell = k / c, ch = k % c;
+        const std::int64_t y = i * block + cell / block - pads[0], xw = j * block + cell % block - pads[1];
+        if (y < 0 || y >= h || xw < 0 || xw >= w) return -1;
+        return ((o[0] * c + ch) * h + y) * w + xw;
+      },
+      &zero);
+}
+
 }  // namespace
 
 void register_data_movement_kernels(std::vector<KernelEntry>& kernels) {
@@ -223,6 +247,7 @@ void register_data_movement_kernels(std::vector<KernelEntry>& kernels) {
   kernels.push_back({"gather", gather_kernel});
   kernels.push_back({"expand", expand_kernel});
   kernels.push_back({"pad", pad_kernel});
+  kernels.push_back({"space_to_depth", space_to_depth_kernel});
 }
 
 }  // namespace tensoracle::cpu

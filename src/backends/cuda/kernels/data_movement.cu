@@ -1,4 +1,5 @@
-// CUDA kernels of the data_movement family (reshape, transpose, slice, concat, split, gather, expand, pad), any dtype.
+// CUDA kernels of the data_movement family (reshape, transpose, slice, concat, split, gather, expand, pad,
+// space_to_depth), any dtype.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -897,6 +898,144 @@ void launch_pad(const StepLaunch& launch, const PadPlan& plan) {
   std::visit([&](const auto& p) { run_pad(launch, plan, p); }, plan.params);
 }
 
+// ---- space_to_depth ----
+
+// The sizes the kernel divides by, with their divisors fixed at prepare.
+template <typename Index>
+struct SpaceToDepthParams {
+  Index c, h, w, block, top, left, filled;  // filled: c * block^2, the channels that hold input values
+  Divisor<Index> channels, out_h, out_w, by_c, by_block;
+};
+
+// Each thread writes kOut consecutive elements of the output's last axis as one word V (kOut = 1 when V is W): with
+// output_layout "nhwc", channels of one cell (the cell's indices divided once per thread, each channel's source from
+// the divisors by C and block); with "nchw", columns of one channel row. Padding and channels past `filled` are zero.
+template <typename W, typename V, typename Index, bool kNhwc>
+__global__ void space_to_depth_kernel(const W* in, V* out, Index words, SpaceToDepthParams<Index> p) {
+  constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(W));
+  for (Index t = global_thread<Index>(); t < words; t += grid_threads<Index>()) {
+    const Index o = t * kOut;
+    Index n, k0, i, j0;
+    if constexpr (kNhwc) {
+      const Index pixel = p.channels.div(o);
+      k0 = o - pixel * p.channels.d;
+      const Index row = p.out_w.div(pixel);
+      j0 = pixel - row * p.out_w.d;
+      n = p.out_h.div(row);
+      i = row - n * p.out_h.d;
+    } else {
+      const Index row = p.out_w.div(o);
+      j0 = o - row * p.out_w.d;
+      const Index plane = p.out_h.div(row);
+      i = row - plane * p.out_h.d;
+      n = p.channels.div(plane);
+      k0 = plane - n * p.channels.d;
+    }
+    W v[kOut];
+#pragma unroll
+    for (int e = 0; e < kOut; ++e) {
+      const Index k = kNhwc ? k0 + e : k0;
+      const Index j = kNhwc ? j0 : j0 + e;
+      W value{};
+      if (k < p.filled) {
+        const Index cell = p.by_c.div(k);
+        const Index ch = k - cell * p.c;
+        const Index by = p.by_block.div(cell);
+        const Index y = i * p.block + by - p.top;
+        const Index x = j * p.block + (cell - by * p.block) - p.left;
+        if (y >= 0 && y < p.h && x >= 0 && x < p.w) value = in[((n * p.c + ch) * p.h + y) * p.w + x];
+      }
+      v[e] = value;
+    }
+    if constexpr (kOut == 1) {
+      out[t] = v[0];
+    } else {
+      V word;
+      memcpy(&word, v, sizeof word);
+      out[t] = word;
+    }
+  }
+}
+
+struct SpaceToDepthPlan {
+  std::int64_t n = 0;       // output elements
+  std::size_t element = 1;  // bytes
+  bool nhwc = false;
+  bool whole_words = false;  // the output's rows are whole 16-byte words (the address is tested at launch)
+  std::variant<SpaceToDepthParams<std::int32_t>, SpaceToDepthParams<std::int64_t>> params;
+};
+
+SpaceToDepthPlan prepare_space_to_depth(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& out = launch.outputs.at(0);
+  SpaceToDepthPlan plan;
+  plan.n = volume(out.shape);
+  plan.element = element_size(x.dtype);
+  plan.nhwc = launch.attrs->get_string("output_layout", "nchw") == "nhwc";
+  const std::int64_t block = launch.attrs->get_int("block_size");
+  const auto pads = launch.attrs->get_ints("pads", std::vector<std::int64_t>{0, 0, 0, 0});
+  const std::int64_t channels = out.shape[plan.nhwc ? 3 : 1];
+  const std::int64_t out_h = out.shape[plan.nhwc ? 1 : 2], out_w = out.shape[plan.nhwc ? 2 : 3];
+  plan.whole_words = plan.element <= 8 && (out.shape[3] * static_cast<std::int64_t>(plan.element)) % 16 == 0;
+  auto make = [&](auto index) {
+    using Index = decltype(index);
+    SpaceToDepthParams<Index> p{};
+    p.c = static_cast<Index>(x.shape[1]);
+    p.h = static_cast<Index>(x.shape[2]);
+    p.w = static_cast<Index>(x.shape[3]);
+    p.block = static_cast<Index>(block);
+    p.top = static_cast<Index>(pads.at(0));
+    p.left = static_cast<Index>(pads.at(1));
+    p.filled = static_cast<Index>(x.shape[1] * block * block);
+    p.channels = Divisor<Index>(std::max<std::int64_t>(channels, 1));
+    p.out_h = Divisor<Index>(std::max<std::int64_t>(out_h, 1));
+    p.out_w = Divisor<Index>(std::max<std::int64_t>(out_w, 1));
+    p.by_c = Divisor<Index>(std::max<std::int64_t>(x.shape[1], 1));
+    p.by_block = Divisor<Index>(block);
+    plan.params = p;
+  };
+  // Indices reach the larger of the two volumes plus the padding's reach (a block and the pads, well below 2^24).
+  if (fits_index32(std::max(plan.n, volume(x.shape)) + block * (1 + pads.at(0) + pads.at(1)))) {
+    make(std::int32_t{0});
+  } else {
+    make(std::int64_t{0});
+  }
+  return plan;
+}
+
+template <typename W, typename Index>
+void run_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan, const SpaceToDepthParams<Index>& p) {
+  const auto* in = static_cast<const W*>(launch.inputs.at(0).data);
+  void* out = launch.outputs.at(0).data;
+  const bool words = plan.whole_words && address_word(out) == 16;
+  const std::int64_t threads = words ? plan.n / static_cast<std::int64_t>(16 / sizeof(W)) : plan.n;
+  const unsigned grid = grid_for(threads);
+  auto go = [&](auto v, auto nhwc) {
+    using V = decltype(v);
+    space_to_depth_kernel<W, V, Index, decltype(nhwc)::value>
+        <<<grid, kThreads, 0, launch.stream>>>(in, static_cast<V*>(out), static_cast<Index>(threads), p);
+  };
+  if (words && plan.nhwc) {
+    go(uint4{}, std::true_type{});
+  } else if (words) {
+    go(uint4{}, std::false_type{});
+  } else if (plan.nhwc) {
+    go(W{}, std::true_type{});
+  } else {
+    go(W{}, std::false_type{});
+  }
+  check_launch(launch);
+}
+
+void launch_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan) {
+  if (plan.n == 0) return;
+  const bool handled = dispatch_element_word(plan.element, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    std::visit([&](const auto& p) { run_space_to_depth<W>(launch, plan, p); }, plan.params);
+  });
+  if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+}
+
 // ---- supports ----
 
 // Every dtype has an element size of 1, 2, 4 or 8 bytes, so only ranks and attributes matter.
@@ -948,6 +1087,8 @@ void register_data_movement_kernels(std::vector<KernelEntry>& kernels) {
       prepared_kernel<prepare_gather, launch_gather>("gather_any_i32i64_rows", "gather", supports_gather),
       prepared_kernel<prepare_expand, launch_strided_copy>("expand_any_strided", "expand", supports_output_rank8),
       prepared_kernel<prepare_pad, launch_pad>("pad_any_indexed", "pad", supports_pad),
+      prepared_kernel<prepare_space_to_depth, launch_space_to_depth>("space_to_depth_any_gather", "space_to_depth",
+                                                                     supports_any),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }
