@@ -347,6 +347,44 @@ TEST(QuantizedProducts, ConvolutionsBetweenDequantizesRunQuantizedChannelsLast) 
   }
 }
 
+// A CNN's stem: a max pool whose only reader is the quantize of the first block's input writes its result quantized
+// (the quantize joins it); a max pool whose float result is read elsewhere too keeps its quantize.
+TEST(QuantizedProducts, AMaxPoolWritesItsQuantizedResult) {
+  for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
+    SCOPED_TRACE(to_string(type));
+    builder::WeightPool pool;
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {2, 16, 10, 10});
+    PoolOptions options;
+    options.kernel = {3, 3};
+    options.stride = {2, 2};
+    options.padding = {1, 1};
+    Tensor p = net.add_pool2d(x, PoolType::kMax, options);
+    Tensor h = net.add_activation("relu", quantized_conv_of(net, p, type, 32, "conv1"));
+    net.mark_output(h, "y");
+    Tensor p2 = net.add_pool2d(x, PoolType::kMax, options);  // read by a quantized conv and as an output
+    net.mark_output(net.add_activation("relu", quantized_conv_of(net, p2, type, 16, "conv2")), "y2");
+    net.mark_output(p2, "pooled");
+    Network lowered = builder::lower_precision(builder::lower_quantized_products(net, pool), DataType::kF16, pool,
+                                               plugin::Device::kHost);
+    lowered = builder::device_layout_passes(builder::remove_dead_layers(lowered), pool);
+    const graph::Graph& g = graph::graph_of(lowered);
+    int quantized_pools = 0;
+    for (const auto& layer : g.layers) {
+      if (layer.op != "max_pool2d" || layer.attrs.count("quantize_to") == 0) continue;
+      ++quantized_pools;
+      EXPECT_EQ(layer.inputs.size(), 2U) << layer.name;
+      EXPECT_EQ(g.tensor(layer.inputs[1]).dtype, DataType::kF32) << layer.name;
+      EXPECT_EQ(g.tensor(layer.outputs[0]).dtype, type) << layer.name;
+    }
+    EXPECT_EQ(quantized_pools, 1);
+    EXPECT_EQ(count_ops(lowered, "quantize"), 1);  // p2's, which its float result still needs
+    std::map<std::string, HostTensor> in{{"x", random_input({2, 16, 10, 10}, 9)}};
+    auto want = run_reference(net, in), got = run_reference(lowered, in);
+    for (const char* name : {"y", "y2"}) EXPECT_LT(rel_l2(got.at(name), want.at(name)), 2e-2) << name;
+  }
+}
+
 // With the residual quantized too (calibrate --quantize-residuals): the block's input is quantized once, for conv1 and
 // for the residual, which the second conv reads quantized (input 6, its scale); so its result can stay quantized for
 // the next block, and no quantize step is left but the network input's.

@@ -257,7 +257,9 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     } else if (quantizes_4d_per_tensor(g, layer) && last.count(layer.inputs[0]) != 0) {
       emit(layer, {last.at(layer.inputs[0]), rewriter.get(layer.inputs[1])}, false);
     } else if (layer.op == "max_pool2d" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0) {
-      emit(layer, {last.at(layer.inputs[0])});
+      std::vector<Tensor> inputs = {last.at(layer.inputs[0])};
+      if (layer.inputs.size() > 1) inputs.push_back(rewriter.get(layer.inputs[1]));  // a quantized result's scale
+      emit(layer, inputs);
     } else if (layer.op == "global_avg_pool" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0 &&
                g.tensor(layer.inputs[0]).shape.size() == 4) {
       // [N, H, W, C] -> [N, C, 1, 1]: the output is the same as channels first.

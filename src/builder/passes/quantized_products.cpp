@@ -1,6 +1,6 @@
 // Builder passes: a linear or conv between dequantizes (explicit quantization's pattern) becomes one quantized_linear
-// or quantized_conv, and a quantize after one of those or after a layer_norm becomes part of that layer (its result
-// stays quantized for the next product).
+// or quantized_conv, and a quantize after one of those, a layer_norm or a max_pool2d becomes part of that layer (its
+// result stays quantized for the next product).
 #include <fmt/format.h>
 
 #include <optional>
@@ -117,12 +117,14 @@ bool quantizes_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
   return layer.op == "quantize" && is_constant(g, layer.inputs[1]) && g.tensor(layer.inputs[1]).shape.empty();
 }
 
-// The quantize a layer can take into its epilogue, when there is one: for a quantized_linear or quantized_conv the only
-// reader of its float result; for a layer_norm the first per-tensor quantize among the readers of its result (the
+// The quantize a layer can take into its epilogue, when there is one: for a quantized_linear, quantized_conv or
+// max_pool2d the only reader of its float result (quantizing a maximum is the maximum of the quantized values: the
+// rounding is monotonic); for a layer_norm the first per-tensor quantize among the readers of its result (the
 // others keep reading the float result, which the layer still writes).
 const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& uses, const graph::Layer& layer) {
   const bool product = layer.op == "quantized_linear" || layer.op == "quantized_conv";
-  if (product && !(layer.inputs.size() > 5 && layer.inputs[5] >= 0)) {  // input 5: already quantized
+  const bool pool = layer.op == "max_pool2d" && layer.inputs.size() == 1;  // max_pool2d: a CNN's stem before its blocks
+  if ((product && !(layer.inputs.size() > 5 && layer.inputs[5] >= 0)) || pool) {  // input 5: already quantized
     const TensorUse* use = uses.only_reader(layer.outputs[0]);
     if (use == nullptr || use->position != 0 || !quantizes_per_tensor(g, g.layers[use->layer])) return nullptr;
     return &g.layers[use->layer];
@@ -160,7 +162,7 @@ Network fuse_quantized_outputs(const Network& network) {
     const graph::Layer& quantize = g.layers[static_cast<std::size_t>(quantize_of[l])];
     // The scale goes after the layer's optional inputs: the quantized products' bias and residual, layer_norm's weight
     // and bias.
-    const std::size_t scale_input = layer.op == "layer_norm" ? 3 : 5;
+    const std::size_t scale_input = layer.op == "layer_norm" ? 3 : layer.op == "max_pool2d" ? 1 : 5;
     std::vector<Tensor> inputs;
     for (std::size_t i = 0; i < scale_input; ++i) {
       inputs.push_back(i < layer.inputs.size() ? rewriter.get(layer.inputs[i]) : Tensor{});

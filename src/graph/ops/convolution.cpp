@@ -308,12 +308,13 @@ std::vector<OutputType> infer_pool2d(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
   ctx.require_dtype(x, kFloatTypes, "x");
   ctx.require_rank(x, 4, "x");
-  if (ctx.op() == "max_pool2d" && channels_last(ctx)) {
-    std::vector<OutputType> out = infer_pool2d_nchw(ctx, to_channels_first(x));
-    out[0].shape = to_channels_last(out[0].shape);
-    return out;
-  }
-  return infer_pool2d_nchw(ctx, x);
+  if (ctx.op() != "max_pool2d") return infer_pool2d_nchw(ctx, x);
+  std::vector<OutputType> out =
+      channels_last(ctx) ? infer_pool2d_nchw(ctx, to_channels_first(x)) : infer_pool2d_nchw(ctx, x);
+  if (channels_last(ctx)) out[0].shape = to_channels_last(out[0].shape);
+  // With `quantize_to` and output_scale (input 1): the maximum quantized (builder::fuse_quantized_outputs).
+  if (const std::optional<DataType> quantized = quantized_output_type(ctx, 1)) out[0].dtype = *quantized;
+  return out;
 }
 
 std::vector<OutputType> infer_pool2d_nchw(InferContext& ctx, const TensorType& x) {
@@ -416,10 +417,10 @@ void register_convolution_ops(std::vector<OpDef>& ops) {
                       "2D transposed convolution, weight [C, O/groups, kh, kw]"});
   ops.push_back(OpDef{"max_pool2d",
                       1,
-                      1,
-                      {"kernel", "stride", "padding", "ceil_mode", "layout"},
+                      2,
+                      {"kernel", "stride", "padding", "ceil_mode", "layout", "quantize_to"},
                       infer_pool2d,
-                      "2D max pooling (NCHW or NHWC)"});
+                      "2D max pooling (NCHW or NHWC), optionally quantized by output_scale to `quantize_to`"});
   ops.push_back(OpDef{"avg_pool2d",
                       1,
                       1,

@@ -618,6 +618,82 @@ def qdq_residual_conv_cases():
     return cases
 
 
+def quantized_max_pool_cases():
+    """max_pool2d with `quantize_to` (what fuse_quantized_outputs makes of a quantize after a max pool: a CNN's stem
+    before its first quantized block): the maximum quantized by the output scale, as quantize rounds it. Channels last
+    with whole 16-byte words of channels (a CUDA thread per word), with odd channels, and channels first; ties, NaN and
+    infinities among the values."""
+    import torch.nn.functional as F
+
+    cases = []
+    pool = {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1]}
+    for q, name, dtype, shape, layout in (
+            ("i8", "nhwc_words_f16", torch.float16, (2, 9, 11, 16), "nhwc"),
+            ("f8e4m3", "nhwc_words_f16", torch.float16, (2, 9, 11, 16), "nhwc"),
+            ("i8", "nhwc_odd_channels_bf16", torch.bfloat16, (2, 7, 6, 5), "nhwc"),
+            ("f8e4m3", "nhwc_words_f32", torch.float32, (1, 8, 8, 8), "nhwc"),
+            ("i8", "nchw_f32", torch.float32, (2, 3, 9, 7), "nchw"),
+            ("f8e4m3", "nhwc_words_f64", torch.float64, (1, 5, 6, 4), "nhwc")):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        specials = I8_SPECIALS if q == "i8" else [0.3, -0.3, NAN, INF, -INF, 500.0, -0.0]
+        x = with_specials(rand(*shape, dtype=dtype, low=-30, high=30), specials)
+        scale = f32(0.25)
+
+        def ref(t, quant=quant, layout=layout, q=q):
+            v = t["x"].permute(0, 3, 1, 2) if layout == "nhwc" else t["x"]
+            y = F.max_pool2d(v.to(torch.float64), [3, 3], stride=[2, 2], padding=[1, 1])
+            y = quant(y, torch.tensor(scale, dtype=torch.float64))
+            y = y if q == "i8" else y.to(torch.float32)  # the e4m3 values, cast to f32 (exact)
+            return {"y": y.permute(0, 2, 3, 1).contiguous() if layout == "nhwc" else y}
+
+        layers = [layer("max_pool2d", ["x", "s"], "y" if q == "i8" else "p", layout=layout, quantize_to=q, **pool)]
+        if q != "i8":
+            layers.append(layer("cast", ["p"], to="f32"))
+        cases.append(Case(f"max_pool2d_quantized_{name}_to_{q}", layers, {"x": x}, ref,
+                          inline={"s": ([scale], "f32", [])}, dynamic={"x": [-1, *shape[1:]]}))
+    return cases
+
+
+def qdq_stem_pool_cases():
+    """A CNN's stem as tensoracle calibrate writes it (the stem conv left in float, --skip conv1): conv -> relu ->
+    max pool -> quantize -> dequantize -> the first quantized conv. On CUDA the quantize joins the max pool, which
+    runs channels last and writes i8/e4m3. The reference is the pattern's math in float64; the engine rounds the
+    stem's result to f16 (tolerance 1e-2, 3e-2 for e4m3)."""
+    import torch.nn.functional as F
+
+    cases = []
+    for q in ("i8", "f8e4m3"):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        top = 127 if q == "i8" else 448
+        weights = {"w0": rand(16, 3, 7, 7, dtype=torch.float16, low=-0.3, high=0.3),
+                   "b0": rand(16, dtype=torch.float16), "w1": rand(32, 16, 1, 1, low=-1, high=1),
+                   "b1": rand(32, dtype=torch.float16), "sw1": scales(32, low=1 / top, high=1.2 / top)}
+        sp = f32(4 / top)
+        layers = [
+            layer("conv", ["x", "w0", "b0"], "h", stride=[2, 2], padding=[3, 3]),
+            layer("relu", ["h"], "hr"),
+            layer("max_pool2d", ["hr"], "p", kernel=[3, 3], stride=[2, 2], padding=[1, 1]),
+            layer("quantize", ["p", "sp"], "pq", to=q),
+            layer("dequantize", ["pq", "sp"], "pd", to="f16"),
+            layer("quantize", ["w1", "sw1"], "w1q", to=q, axis=0),
+            layer("dequantize", ["w1q", "sw1"], "w1d", to="f16", axis=0),
+            layer("conv", ["pd", "w1d", "b1"], "y"),
+        ]
+
+        def ref(t, quant=quant):
+            h = F.conv2d(t["x"].to(torch.float64), t["w0"].to(torch.float64), t["b0"].to(torch.float64), stride=2,
+                         padding=3).relu()
+            p = F.max_pool2d(h.to(torch.float16).to(torch.float64), 3, stride=2, padding=1)
+            w1q = quant(t["w1"], t["sw1"], 0)
+            return {"y": quantized_convolution(quant(p, t["sp"]), w1q, t["sp"] * t["sw1"], t["b1"])}
+
+        x = rand(2, 3, 32, 30, dtype=torch.float16, low=-1, high=1)
+        cases.append(Case(f"qdq_stem_pool_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+                          inline={"sp": ([sp], "f32", [])}, tolerance=1e-2 if q == "i8" else 3e-2))
+    return cases
+
+
 def cases():
     return (quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + quantized_output_cases() +
-            qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases() + quantized_conv_cases() + qdq_conv_cases())
+            qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases() + quantized_conv_cases() + qdq_conv_cases() +
+            quantized_max_pool_cases() + qdq_stem_pool_cases())

@@ -300,6 +300,8 @@ void max_pool2d(const KernelContext& ctx, const TensorRef& x, const TensorRef& o
     }
     y[at] = best;
   });
+  // `quantize_to`: the maximum (one of x's values, so exact in x's type) quantized by output_scale as quantize rounds.
+  if (ctx.has_input(1)) quantize_in_place(y, to_f64(ctx.input(1))[0], out.dtype);
   from_f64(out, y);
 }
 

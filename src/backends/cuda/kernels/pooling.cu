@@ -14,11 +14,13 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/cudnn_util.hpp"
+#include "backends/cuda/kernels/quantize_rounding.cuh"
 
 namespace tensoracle::cuda {
 namespace {
@@ -89,11 +91,34 @@ __device__ __forceinline__ I max_i(I a, I b) {
   return a > b ? a : b;
 }
 
+// What a max pool writes: its result as is (kNone), or quantized by one f32 scale to i8 or e4m3 (`quantize_to`), the
+// maximum rounded as the quantize kernels round it (f64 inputs in f64, the others through the f32 path, the same
+// bytes).
+enum class PoolOut : int { kNone, kI8, kE4M3 };
+
+template <typename T, PoolOut kOut>
+using PoolStore = std::conditional_t<kOut == PoolOut::kNone, T, std::uint8_t>;
+
+template <typename T, PoolOut kOut>
+__device__ __forceinline__ PoolStore<T, kOut> pool_result(Accum<T> best, float scale) {
+  T v;
+  store(&v, 0, best);  // exact: the maximum is one of x's values
+  if constexpr (kOut == PoolOut::kNone) {
+    return v;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return quantize_rounding::quantize_one<T, kOut == PoolOut::kE4M3>(v, scale);
+  } else {
+    return quantize_rounding::quantize_one_f32<T, kOut == PoolOut::kE4M3>(v, scale);
+  }
+}
+
 // The window of output (oy, ox) clipped to the input; the shape rules leave at least one input in every window.
 // Padding never wins; NaN propagates (the last NaN seen is kept), as the CPU reference.
-template <typename T, typename I>
-__global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
+template <typename T, typename I, PoolOut kOut>
+__global__ void max_pool_kernel(const T* __restrict__ x, PoolStore<T, kOut>* __restrict__ y, PoolShape s,
+                                const float* __restrict__ scale) {
   using A = Accum<T>;
+  const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
   const I total = static_cast<I>(s.planes * s.oh * s.ow);
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
   const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
@@ -115,14 +140,16 @@ __global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, Pool
         if (v > best || v != v) best = v;
       }
     }
-    store(y, i, best);
+    y[i] = pool_result<T, kOut>(best, q);
   }
 }
 
 // Channels last: element i of y [N, OH, OW, C]; the same window rule and NaN handling.
-template <typename T, typename I>
-__global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
+template <typename T, typename I, PoolOut kOut>
+__global__ void max_pool_nhwc_kernel(const T* __restrict__ x, PoolStore<T, kOut>* __restrict__ y, PoolShape s,
+                                     const float* __restrict__ scale) {
   using A = Accum<T>;
+  const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
   const I total = static_cast<I>(s.planes * s.oh * s.ow);
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
   const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
@@ -146,17 +173,42 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y,
         if (v > best || v != v) best = v;
       }
     }
-    store(y, i, best);
+    y[i] = pool_result<T, kOut>(best, q);
   }
 }
 
 // Channels last with whole 16-byte words of channels (8 f16/bf16, 4 f32, 2 f64; the addresses are 16-byte aligned):
 // each thread takes one word of one output position, so the window's loads and the store are 16 bytes wide and the
-// index arithmetic is shared by the word's channels. The same window rule and NaN handling.
-template <typename T, typename I>
-__global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, PoolShape s) {
+// index arithmetic is shared by the word's channels (a quantized result: kVec bytes, one store). The same window rule
+// and NaN handling.
+template <int kBytes>
+struct StoreWord;
+template <>
+struct StoreWord<2> {
+  using type = std::uint16_t;
+};
+template <>
+struct StoreWord<4> {
+  using type = std::uint32_t;
+};
+template <>
+struct StoreWord<8> {
+  using type = uint2;
+};
+template <>
+struct StoreWord<16> {
+  using type = uint4;
+};
+
+template <typename T, PoolOut kOut>
+using PoolWord = typename StoreWord<static_cast<int>(sizeof(uint4) / sizeof(T) * sizeof(PoolStore<T, kOut>))>::type;
+
+template <typename T, typename I, PoolOut kOut>
+__global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord<T, kOut>* __restrict__ y, PoolShape s,
+                                           const float* __restrict__ scale) {
   using A = Accum<T>;
   constexpr int kVec = static_cast<int>(sizeof(uint4) / sizeof(T));
+  const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
   const I words = static_cast<I>(s.channels / kVec);
   const I total = static_cast<I>(s.planes / s.channels * s.oh * s.ow) * words;
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
@@ -189,10 +241,10 @@ __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, uint4* _
         }
       }
     }
-    T out[kVec];
+    PoolStore<T, kOut> out[kVec];
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) store(out, e, best[e]);
-    uint4 word;
+    for (int e = 0; e < kVec; ++e) out[e] = pool_result<T, kOut>(best[e], q);
+    PoolWord<T, kOut> word;
     memcpy(&word, out, sizeof word);
     y[i] = word;
   }
@@ -236,20 +288,23 @@ struct PoolPlan {
   void (*run)(const StepLaunch&, const PoolPlan&) = nullptr;  // nullptr: no output elements
 };
 
-template <typename T, typename I, PoolKernel kKernel>
+template <typename T, typename I, PoolKernel kKernel, PoolOut kOut>
 void launch_pool_typed(const StepLaunch& launch, const PoolPlan& plan) {
   const T* x = static_cast<const T*>(launch.inputs.at(0).data);
-  T* y = static_cast<T*>(launch.outputs.at(0).data);
+  auto* y = static_cast<PoolStore<T, kOut>*>(launch.outputs.at(0).data);
+  // `quantize_to`: the output scale (input 1), read on the device.
+  const float* scale = kOut == PoolOut::kNone ? nullptr : static_cast<const float*>(launch.inputs.at(1).data);
   if constexpr (kKernel == PoolKernel::kMax) {
-    max_pool_kernel<T, I><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s);
+    max_pool_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
   } else if constexpr (kKernel == PoolKernel::kMaxNhwc) {
-    max_pool_nhwc_kernel<T, I><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s);
+    max_pool_nhwc_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
   } else if constexpr (kKernel == PoolKernel::kMaxNhwcWords) {
-    if (kernels::pointer_alignment(x, 16) < 16 || kernels::pointer_alignment(y, 16) < 16) {
-      max_pool_nhwc_kernel<T, I><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s);
+    using Word = PoolWord<T, kOut>;
+    if (kernels::pointer_alignment(x, 16) < 16 || kernels::pointer_alignment(y, sizeof(Word)) < sizeof(Word)) {
+      max_pool_nhwc_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
     } else {
-      max_pool_nhwc_words_kernel<T, I><<<plan.words_grid, kThreads, 0, launch.stream>>>(
-          reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(y), plan.s);
+      max_pool_nhwc_words_kernel<T, I, kOut><<<plan.words_grid, kThreads, 0, launch.stream>>>(
+          reinterpret_cast<const uint4*>(x), reinterpret_cast<Word*>(y), plan.s, scale);
     }
   } else {
     avg_pool_kernel<T, I><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s);
@@ -258,9 +313,17 @@ void launch_pool_typed(const StepLaunch& launch, const PoolPlan& plan) {
 
 using PoolLauncher = void (*)(const StepLaunch&, const PoolPlan&);
 
-template <typename T, PoolKernel kKernel>
+template <typename T, PoolKernel kKernel, PoolOut kOut = PoolOut::kNone>
 PoolLauncher pool_launcher(bool index32) {
-  return index32 ? &launch_pool_typed<T, std::int32_t, kKernel> : &launch_pool_typed<T, std::int64_t, kKernel>;
+  return index32 ? &launch_pool_typed<T, std::int32_t, kKernel, kOut>
+                 : &launch_pool_typed<T, std::int64_t, kKernel, kOut>;
+}
+
+template <typename T, PoolOut kOut>
+PoolLauncher max_pool_launcher(const StepLaunch& launch, bool words, bool index32) {
+  return !channels_last(launch) ? pool_launcher<T, PoolKernel::kMax, kOut>(index32)
+         : words                ? pool_launcher<T, PoolKernel::kMaxNhwcWords, kOut>(index32)
+                                : pool_launcher<T, PoolKernel::kMaxNhwc, kOut>(index32);
 }
 
 template <bool kMax>
@@ -273,14 +336,15 @@ PoolPlan prepare_pool(const StepLaunch& launch) {
   plan.grid = grid_for(total);
   const bool index32 =
       total <= kMaxIndex32 && s.planes * (s.h + 2 * s.ph + s.kh) * (s.w + 2 * s.pw + s.kw) <= kMaxIndex32;
+  const DataType out = launch.outputs.at(0).dtype;
   const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kMax) {
       const bool words = (s.channels * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
       plan.words_grid = grid_for(total / std::max<std::int64_t>(1, 16 / static_cast<std::int64_t>(sizeof(T))));
-      plan.run = !channels_last(launch) ? pool_launcher<T, PoolKernel::kMax>(index32)
-                 : words                ? pool_launcher<T, PoolKernel::kMaxNhwcWords>(index32)
-                                        : pool_launcher<T, PoolKernel::kMaxNhwc>(index32);
+      plan.run = out == DataType::kI8       ? max_pool_launcher<T, PoolOut::kI8>(launch, words, index32)
+                 : out == DataType::kF8E4M3 ? max_pool_launcher<T, PoolOut::kE4M3>(launch, words, index32)
+                                            : max_pool_launcher<T, PoolOut::kNone>(launch, words, index32);
     } else {
       plan.run = pool_launcher<T, PoolKernel::kAvg>(index32);
     }
@@ -496,6 +560,16 @@ bool supports_pool(const graph::Graph& graph, const graph::Layer& layer, Precisi
   return all_dtype<kDtype>(graph, layer, 4, 4);
 }
 
+// max_pool2d with `quantize_to`: x of kDtype, its f32 output scale, an i8 or e4m3 result (the direct kernels only).
+template <DataType kDtype>
+bool supports_quantized_max_pool(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (layer.inputs.size() != 2 || !kernels::has_tensor(layer, 0) || !kernels::has_tensor(layer, 1)) return false;
+  if (layer.outputs.size() != 1 || graph.tensor(layer.inputs[0]).dtype != kDtype) return false;
+  if (graph.tensor(layer.inputs[1]).dtype != DataType::kF32) return false;
+  const DataType out = graph.tensor(layer.outputs[0]).dtype;
+  return (out == DataType::kI8 || out == DataType::kF8E4M3) && graph.tensor(layer.inputs[0]).shape.size() == 4;
+}
+
 template <DataType kDtype>
 bool supports_global_avg_pool(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   return all_dtype<kDtype>(graph, layer, 3, INT_MAX);
@@ -510,6 +584,8 @@ void register_pooling_kernels(std::vector<KernelEntry>& kernels) {
                               0, nullptr),
       TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, prepare_pool<true>, launch_pool, 0,
                               nullptr),
+      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "quantized_direct", supports_quantized_max_pool, prepare_pool<true>,
+                              launch_pool, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("avg_pool2d", "", "f32math_", "cudnn", supports_pool, prepare_pool_cudnn<false>,
                               launch_pool_cudnn, 0, nullptr),
       // averages are computed in f64, as the CPU reference does
