@@ -2,7 +2,8 @@
 // with i8 / f8e4m3 operands scaled per output channel, every engine configuration the heuristics offer: which quantized
 // convolutions cuDNN runs on this GPU, and how fast against f16. Prints one line per shape and type. The stem shapes
 // compare the 7x7 stride-2 stem (3 channels padded to 8) with the same work as a 4x4 stride-1 convolution of its
-// 2x2 space-to-depth input (12 channels padded to 16; padding 2 here, so 116x116 results instead of 112x112).
+// 2x2 space-to-depth input (12 channels padded to 16; padding 2 here, so 116x116 results instead of 112x112), and
+// wider forms of it (padding k/2 here too).
 // Arguments: batch (256), iterations (20), a substring of the shape names to run (all).
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -49,14 +50,28 @@ int main(int argc, char** argv) {
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 20;
   const std::string only = argc > 3 ? argv[3] : "";
   const std::vector<Shape> shapes = {
-      {"1x1 64->64 @56", 64, 56, 64, 1, 1, false},           {"1x1 256->64 @56", 256, 56, 64, 1, 1, false},
-      {"3x3 64->64 @56", 64, 56, 64, 3, 1, false},           {"1x1 64->256 @56 +res", 64, 56, 256, 1, 1, true},
-      {"3x3 128->128 s2 @56", 128, 56, 128, 3, 2, false},    {"3x3 128->128 @28", 128, 28, 128, 3, 1, false},
-      {"1x1 512->128 @28", 512, 28, 128, 1, 1, false},       {"1x1 128->512 @28 +res", 128, 28, 512, 1, 1, true},
-      {"3x3 256->256 @14", 256, 14, 256, 3, 1, false},       {"1x1 1024->256 @14", 1024, 14, 256, 1, 1, false},
-      {"1x1 256->1024 @14 +res", 256, 14, 1024, 1, 1, true}, {"3x3 512->512 @7", 512, 7, 512, 3, 1, false},
-      {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, false},       {"1x1 512->2048 @7 +res", 512, 7, 2048, 1, 1, true},
-      {"stem 7x7 8->64 s2 @224", 8, 224, 64, 7, 2, false},   {"stem s2d 4x4 16->64 @115", 16, 115, 64, 4, 1, false},
+      {"1x1 64->64 @56", 64, 56, 64, 1, 1, false},
+      {"1x1 256->64 @56", 256, 56, 64, 1, 1, false},
+      {"3x3 64->64 @56", 64, 56, 64, 3, 1, false},
+      {"1x1 64->256 @56 +res", 64, 56, 256, 1, 1, true},
+      {"3x3 128->128 s2 @56", 128, 56, 128, 3, 2, false},
+      {"3x3 128->128 @28", 128, 28, 128, 3, 1, false},
+      {"1x1 512->128 @28", 512, 28, 128, 1, 1, false},
+      {"1x1 128->512 @28 +res", 128, 28, 512, 1, 1, true},
+      {"3x3 256->256 @14", 256, 14, 256, 3, 1, false},
+      {"1x1 1024->256 @14", 1024, 14, 256, 1, 1, false},
+      {"1x1 256->1024 @14 +res", 256, 14, 1024, 1, 1, true},
+      {"3x3 512->512 @7", 512, 7, 512, 3, 1, false},
+      {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, false},
+      {"1x1 512->2048 @7 +res", 512, 7, 2048, 1, 1, true},
+      {"stem 7x7 8->64 s2 @224", 8, 224, 64, 7, 2, false},
+      {"stem s2d 4x4 16->64 @115", 16, 115, 64, 4, 1, false},
+      // The same 2x2 space-to-depth form with its channels padded to 32; and a 4x4 space-to-depth input (48 channels,
+      // or 64 padded) whose 3x3 convolution makes each cell's 2x2 results as 4 x 64 channels (more zero taps, wider
+      // channels).
+      {"stem s2d 4x4 32->64 @115", 32, 115, 64, 4, 1, false},
+      {"stem s2d4 3x3 48->256 @58", 48, 58, 256, 3, 1, false},
+      {"stem s2d4 3x3 64->256 @58", 64, 58, 256, 3, 1, false},
   };
   const std::vector<Variant> variants = {
       {"f16", CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, false, 2},
