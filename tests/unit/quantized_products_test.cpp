@@ -154,6 +154,35 @@ TEST(QuantizedProducts, LoweringToF16KeepsScalesF32AndEpiloguesFuseIntoTheProduc
   EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 2e-2);
 }
 
+// A network that already holds layers quantizing their own result (as the builder writes them, or a user's JSON):
+// lowering to f16 keeps their output scales f32, as the shape functions require.
+TEST(QuantizedProducts, LoweringToF16KeepsTheOutputScalesOfLayersThatQuantizeTheirResult) {
+  builder::WeightPool pool;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {2, 8, 6, 6});
+  Tensor scale = f32_constant(net, "pool_scale", Dims{}, 0.01f, 0.02f);
+  Attributes pool_attrs{{"kernel", std::vector<std::int64_t>{2, 2}}, {"quantize_to", std::string("i8")}};
+  net.mark_output(net.add_layer("max_pool2d", {x, scale}, pool_attrs, "pool")[0], "pooled");
+  Tensor norm_scale = f32_constant(net, "norm_scale", Dims{}, 0.01f, 0.02f);
+  Tensor g = f32_constant(net, "g", Dims{6}, 0.5f, 1.5f), b = f32_constant(net, "b", Dims{6}, -0.5f, 0.5f);
+  const auto norm =
+      net.add_layer("layer_norm", {x, g, b, norm_scale}, {{"quantize_to", std::string("f8e4m3")}}, "norm");
+  net.mark_output(norm[1], "normalized");
+  Network lowered = builder::lower_precision(net, DataType::kF16, pool, plugin::Device::kHost);
+  const graph::Graph& lg = graph::graph_of(lowered);
+  for (const auto& layer : lg.layers) {
+    if (layer.op == "max_pool2d") EXPECT_EQ(lg.tensor(layer.inputs[1]).dtype, DataType::kF32);
+    if (layer.op == "layer_norm") EXPECT_EQ(lg.tensor(layer.inputs[3]).dtype, DataType::kF32);
+  }
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 8, 6, 6}, 6)}};
+  const auto want = run_reference(net, in).at("pooled"), got = run_reference(lowered, in).at("pooled");
+  ASSERT_EQ(got.dtype, DataType::kI8);
+  int far = 0;  // the f16 input may move a value across a rounding boundary: one step at most
+  for (std::size_t i = 0; i < got.size(); ++i)
+    far += std::abs(got.data<std::int8_t>()[i] - want.data<std::int8_t>()[i]) > 1;
+  EXPECT_EQ(far, 0);
+}
+
 TEST(QuantizedProducts, QuantizedQueryKeyValueBecomeOneProductThatAttentionReadsPacked) {
   constexpr std::int64_t kHeads = 2, kDim = 16, kEmbed = kHeads * kDim;
   builder::WeightPool pool;
