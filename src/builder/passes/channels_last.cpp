@@ -98,9 +98,8 @@ HostTensor pad_last_axis(const HostTensor& w, std::int64_t channels) {
 // channels over a quarter of the positions, which the tensor cores take far better (ResNet-50's stem at batch 256 on
 // the H200: 1233 µs as 7x7/2 over 8 padded channels, 679 µs as 4x4/1 over 16, bench/quantized_conv_probe.cpp).
 struct SpaceToDepth {
-  std::int64_t c = 0, h = 0, w = 0;             // the input's channels and extent
+  std::int64_t c = 0;                           // the input's channels
   std::int64_t ph = 0, pw = 0, eh = 0, ew = 0;  // padding at the start and at the end
-  std::int64_t hs = 0, ws = 0;                  // the space-to-depth input's extent
   std::int64_t kh = 0, kw = 0;                  // the regrouped kernel
   std::int64_t channels = 0;                    // 4·C, padded to 16 bytes
 };
@@ -122,12 +121,13 @@ std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const gra
   const Dims x = g.static_dims(conv.inputs[0]);
   const Dims weight = g.static_dims(conv.inputs[1]);
   SpaceToDepth s;
-  s.c = x[1], s.h = x[2], s.w = x[3], s.ph = padding.at(0), s.pw = padding.at(1);
-  if (s.c <= 0 || s.h <= 0 || s.w <= 0 || weight[2] < 2 || weight[3] < 2) return std::nullopt;
-  const std::int64_t oh = (s.h + 2 * s.ph - weight[2]) / 2 + 1, ow = (s.w + 2 * s.pw - weight[3]) / 2 + 1;
+  const std::int64_t h = x[2], w = x[3];
+  s.c = x[1], s.ph = padding.at(0), s.pw = padding.at(1);
+  if (s.c <= 0 || h <= 0 || w <= 0 || weight[2] < 2 || weight[3] < 2) return std::nullopt;
+  const std::int64_t oh = (h + 2 * s.ph - weight[2]) / 2 + 1, ow = (w + 2 * s.pw - weight[3]) / 2 + 1;
   s.kh = (weight[2] + 1) / 2, s.kw = (weight[3] + 1) / 2;
-  s.hs = oh + s.kh - 1, s.ws = ow + s.kw - 1;
-  s.eh = 2 * s.hs - s.h - s.ph, s.ew = 2 * s.ws - s.w - s.pw;
+  // The space-to-depth input's extent (oh + kh - 1 cells) fixes the padding at the end.
+  s.eh = 2 * (oh + s.kh - 1) - h - s.ph, s.ew = 2 * (ow + s.kw - 1) - w - s.pw;
   if (oh <= 0 || ow <= 0 || s.eh < 0 || s.ew < 0) return std::nullopt;
   s.channels = round_up_channels(4 * s.c, g.tensor(conv.inputs[0]).dtype);
   if (s.kh * s.kw * s.channels >= weight[2] * weight[3] * padded) return std::nullopt;

@@ -440,10 +440,11 @@ std::vector<OutputType> infer_space_to_depth(InferContext& ctx) {
     if (!c)
       ctx.fail(fmt::format("'channels' needs the channels of '{}' (shape {}) to be static", x.name,
                            ctx.shape_string(x.shape)));
-    if (wanted < *c * block * block || wanted > (std::int64_t{1} << 40)) {
+    if (wanted < *c * block * block) {
       ctx.fail(fmt::format("channels {} is below the {} that {} channels in {}x{} blocks fill", wanted,
                            *c * block * block, *c, block, block));
     }
+    if (wanted > (std::int64_t{1} << 40)) ctx.fail(fmt::format("channels {} is above 2^40", wanted));
     channels = ctx.constant(wanted);
   }
   std::vector<DimId> extent;

@@ -521,6 +521,8 @@ TEST(DataMovementSpaceToDepth, Errors) {
   EXPECT_THAT(s2d(c, {{"block_size", two}, {"channels", std::int64_t{16}}}, "e8"),
               HasSubstr("'channels' needs the channels of 'c'"));
   EXPECT_THAT(s2d(x, {}, "e9"), AllOf(HasSubstr("layer 'e9'"), HasSubstr("block_size")));
+  EXPECT_THAT(s2d(x, {{"block_size", two}, {"channels", std::int64_t{1} << 41}}, "e10"),
+              HasSubstr("channels 2199023255552 is above 2^40"));
 }
 
 }  // namespace

@@ -181,27 +181,9 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, PoolStore<T, kOut>
 // each thread takes one word of one output position, so the window's loads and the store are 16 bytes wide and the
 // index arithmetic is shared by the word's channels (a quantized result: kVec bytes, one store). The same window rule
 // and NaN handling.
-template <int kBytes>
-struct StoreWord;
-template <>
-struct StoreWord<2> {
-  using type = std::uint16_t;
-};
-template <>
-struct StoreWord<4> {
-  using type = std::uint32_t;
-};
-template <>
-struct StoreWord<8> {
-  using type = uint2;
-};
-template <>
-struct StoreWord<16> {
-  using type = uint4;
-};
-
+// The word a thread stores: its 16 bytes of x's channels as the result type (16 bytes, or 8/4/2 quantized).
 template <typename T, PoolOut kOut>
-using PoolWord = typename StoreWord<static_cast<int>(sizeof(uint4) / sizeof(T) * sizeof(PoolStore<T, kOut>))>::type;
+using PoolWord = typename kernels::Word<static_cast<int>(sizeof(uint4) / sizeof(T) * sizeof(PoolStore<T, kOut>))>::type;
 
 template <typename T, typename I, PoolOut kOut>
 __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord<T, kOut>* __restrict__ y, PoolShape s,
