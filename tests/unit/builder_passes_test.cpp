@@ -8,6 +8,9 @@
 #include <map>
 #include <random>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "builder/memory_plan.hpp"
 #include "builder/passes/passes.hpp"
 #include "builder/weight_pool.hpp"
@@ -165,7 +168,7 @@ TEST(BuilderPasses, ConvolutionsOfAnImageReadItsChannelsPaddedToEight) {
   Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
   Network last = builder::to_channels_last(builder::fuse_epilogues(low), c.pool);
   const graph::Graph& g = graph::graph_of(last);
-  // x padded to 8 channels for the patch projection; the stem's space-to-depth input (padded spatially and to 16
+  // x padded to 8 channels for the patch projection; the stem's 4x4 space-to-depth input (padded spatially and to 64
   // channels) in one step.
   EXPECT_EQ(count_ops(last, "pad"), 1);
   EXPECT_EQ(count_ops(last, "space_to_depth"), 1);
@@ -178,9 +181,9 @@ TEST(BuilderPasses, ConvolutionsOfAnImageReadItsChannelsPaddedToEight) {
       EXPECT_EQ(in[3], 3) << layer.name;
       continue;
     }
-    if (w[1] == 4 && w[2] == 4 && w[0] == 4) {  // the stem: 4x4 over 4 · 3 channels padded to 16
-      EXPECT_EQ(in[3], 16) << layer.name;
-      EXPECT_EQ(w[3], 16) << layer.name;
+    if (w[1] == 3 && w[2] == 3 && w[0] == 16) {  // the stem, read by a max pool: 3x3 over 16 · 3 channels padded
+      EXPECT_EQ(in[3], 64) << layer.name;        // to 64, each 2x2 cell of its 4 results as 16 channels
+      EXPECT_EQ(w[3], 64) << layer.name;
       ++stems;
       continue;
     }
@@ -194,6 +197,73 @@ TEST(BuilderPasses, ConvolutionsOfAnImageReadItsChannelsPaddedToEight) {
   auto want = run_reference(net, in), got = run_reference(last, in);
   for (const char* name : {"stem", "patches", "depthwise"})
     EXPECT_LT(rel_l2(got.at(name), want.at(name)), 5e-3) << name;
+}
+
+// A stem whose only reader is a max pool runs on the 4x4 space-to-depth input and writes each 2x2 cell of its results
+// as channels, which the max pool reads (input_block_size 2); with a quantize after the pool, the quantized max pool
+// reads them the same way. Left in the 2x2 form: an odd output extent, a 3x3 kernel (4x the padded work), and a stem
+// that something else reads too.
+TEST(BuilderPasses, AStemReadOnlyByAMaxPoolWritesItsResultsInTwoByTwoCells) {
+  Constants c;
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 3, 20, 16});
+  Tensor odd = net.add_input("odd", DataType::kF32, {-1, 3, 15, 18});  // results 8 x 9
+  PoolOptions pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  pool.padding = {1, 1};
+  auto stem = [&](Tensor in, const std::string& name, std::int64_t k) {  // with bias and relu
+    ConvOptions options;
+    options.stride = {2, 2};
+    options.padding = {k / 2, k / 2};
+    Tensor w = c.add(net, name + ".w", {5, 3, k, k});
+    return net.add_activation("relu", net.add_convolution(in, w, c.add(net, name + ".b", {5}), options));
+  };
+  net.mark_output(net.add_pool2d(stem(x, "seven", 7), PoolType::kMax, pool), "seven");
+  net.mark_output(net.add_pool2d(stem(x, "five", 5), PoolType::kMax, pool), "five");
+  net.mark_output(net.add_pool2d(stem(odd, "odd", 7), PoolType::kMax, pool), "odd_pooled");
+  net.mark_output(net.add_pool2d(stem(x, "three", 3), PoolType::kMax, pool), "three");
+  Tensor shared = stem(x, "shared", 7);
+  net.mark_output(net.add_pool2d(shared, PoolType::kMax, pool), "shared_pooled");
+  net.mark_output(shared, "shared");
+  Tensor q = net.add_small_constant({0.02}, DataType::kF32, Dims{}, "q.scale");
+  Tensor pooled = net.add_pool2d(stem(x, "quantized", 7), PoolType::kMax, pool);
+  net.mark_output(net.add_dequantize(net.add_quantize(pooled, q, DataType::kI8), q), "quantized");
+
+  Network low = builder::lower_precision(net, DataType::kF16, c.pool, plugin::Device::kHost);
+  Network last = builder::device_layout_passes(low, c.pool);
+  const graph::Graph& g = graph::graph_of(last);
+  std::vector<std::string> blocked_convs, blocked_pools;
+  for (const auto& layer : g.layers) {
+    if (layer.op == "conv" && g.static_dims(layer.inputs[0])[3] == 64) {
+      blocked_convs.push_back(layer.name);
+      const Dims w = g.static_dims(layer.inputs[1]), y = g.static_dims(layer.outputs[0]);
+      EXPECT_EQ(w[0], 20) << layer.name;  // 2x2 results of 5 channels
+      EXPECT_EQ(y[3], 20) << layer.name;
+      EXPECT_EQ(y[1], 5) << layer.name;  // 10 x 8 results in 5 x 4 cells
+      EXPECT_EQ(y[2], 4) << layer.name;
+    }
+    if (layer.op == "max_pool2d" && layer.attrs.count("input_block_size") != 0) {
+      blocked_pools.push_back(layer.name);
+      EXPECT_EQ(std::get<std::int64_t>(layer.attrs.at("input_block_size")), 2) << layer.name;
+    }
+  }
+  EXPECT_EQ(blocked_convs.size(), 3U) << fmt::format("{}", fmt::join(blocked_convs, ", "));  // seven, five, quantized
+  EXPECT_EQ(blocked_pools.size(), 3U);
+  int quantized_pools = 0;
+  for (const auto& layer : g.layers) {
+    quantized_pools +=
+        layer.op == "max_pool2d" && layer.attrs.count("quantize_to") != 0 && layer.attrs.count("input_block_size") != 0;
+  }
+  EXPECT_EQ(quantized_pools, 1);
+  EXPECT_EQ(count_ops(last, "space_to_depth"), 6);  // every stem's input, in 4x4 or 2x2 cells
+  std::map<std::string, HostTensor> in{{"x", random_input({2, 3, 20, 16}, 21)},
+                                       {"odd", random_input({2, 3, 15, 18}, 22)}};
+  auto want = run_reference(net, in), got = run_reference(last, in);
+  for (const char* name : {"seven", "five", "odd_pooled", "three", "shared_pooled", "shared", "quantized"}) {
+    ASSERT_EQ(got.at(name).shape, want.at(name).shape) << name;
+    EXPECT_LT(rel_l2(got.at(name), want.at(name)), 5e-3) << name;
+  }
 }
 
 TEST(BuilderPasses, AnImagesStrideTwoConvolutionRunsOnItsSpaceToDepthForm) {

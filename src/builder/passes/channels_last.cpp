@@ -157,6 +157,87 @@ HostTensor space_to_depth_weight(const HostTensor& w, const SpaceToDepth& s) {
   return out;
 }
 
+// A stem whose only reader is a max pool (ResNet's 7x7 stride-2 convolution on 3 channels, then its 3x3 stride-2 max
+// pool), wider still: the convolution reads the 4x4 space-to-depth input (16·C channels, zero channels to a multiple
+// of 64) and makes each 2x2 cell of its results, as 4·O channels ((dy·2 + dx)·O + o); the max pool reads them in
+// that form (input_block_size 2). With x padded by the convolution's own padding p at the start, output row
+// 2·Y + dy reads padded rows 4·Y + 2·dy + r for its kernel row r, which is row 4·ky + by of cell Y + ky: tap ky of
+// the cells' convolution, element by of a cell. At batch 256 on the H200 cuDNN runs ResNet-50's stem in 325 µs in this
+// form (a 3x3 convolution, 64 -> 256 channels, 58x58 cells) against 676 µs in the 2x2 form
+// (bench/quantized_conv_probe.cpp).
+struct BlockedStem {
+  std::int64_t c = 0, o = 0;                    // the convolution's input and output channels
+  std::int64_t ph = 0, pw = 0, eh = 0, ew = 0;  // padding at the start and at the end
+  std::int64_t kh = 0, kw = 0;                  // the cells' kernel
+  std::int64_t channels = 0;                    // 16·C, padded to a multiple of 64
+};
+
+constexpr std::int64_t kBlockedChannels = 64;
+
+// The blocked form of a converted f16/bf16 conv, when it has one: the space-to-depth form's conditions, a constant
+// bias or none, no residual, even output extents, one reader (`reader`, a max_pool2d that converts), and no more than
+// 2.5x the padded multiply-adds of the 2x2 form (a 7x7 or 5x5 kernel; a 3x3 one would do 4x as many).
+std::optional<BlockedStem> blocked_stem_form(const graph::Graph& g, const graph::Layer& conv,
+                                             const graph::Layer* reader, const std::optional<SpaceToDepth>& s2d) {
+  if (!s2d || conv.op != "conv" || reader == nullptr || reader->op != "max_pool2d" || layout_of(*reader) != "nchw" ||
+      reader->inputs[0] != conv.outputs[0]) {
+    return std::nullopt;
+  }
+  if (conv.inputs.size() > 3 && conv.inputs[3] >= 0) return std::nullopt;
+  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !is_constant(g, conv.inputs[2])) return std::nullopt;
+  const Dims x = g.static_dims(conv.inputs[0]), weight = g.static_dims(conv.inputs[1]),
+             y = g.static_dims(conv.outputs[0]);
+  if (y.rank() != 4 || y[2] <= 0 || y[3] <= 0 || y[2] % 2 != 0 || y[3] % 2 != 0) return std::nullopt;
+  BlockedStem b;
+  b.c = s2d->c, b.o = weight[0], b.ph = s2d->ph, b.pw = s2d->pw;
+  b.kh = (weight[2] + 1) / 4 + 1, b.kw = (weight[3] + 1) / 4 + 1;
+  b.eh = 4 * (y[2] / 2 + b.kh - 1) - x[2] - b.ph, b.ew = 4 * (y[3] / 2 + b.kw - 1) - x[3] - b.pw;
+  b.channels = (16 * b.c + kBlockedChannels - 1) / kBlockedChannels * kBlockedChannels;
+  if (b.eh < 0 || b.ew < 0) return std::nullopt;
+  if (2 * b.kh * b.kw * b.channels > 5 * s2d->kh * s2d->kw * s2d->channels) return std::nullopt;
+  return b;
+}
+
+// The weight [O, C, kh, kw] for the blocked form, channels last: [4·O, b.kh, b.kw, b.channels], result channel
+// (dy·2 + dx)·O + o and input channel (by·4 + bx)·C + c at tap (ky, kx) holding the weight's tap
+// (4·ky + by - 2·dy, 4·kx + bx - 2·dx) where it has one (zero elsewhere).
+HostTensor blocked_stem_weight(const HostTensor& w, const BlockedStem& b) {
+  const std::int64_t kh = w.shape[2], kw = w.shape[3];
+  const std::size_t element = element_size(w.dtype);
+  HostTensor out;
+  out.dtype = w.dtype;
+  out.shape = Dims{4 * b.o, b.kh, b.kw, b.channels};
+  out.bytes.assign(static_cast<std::size_t>(out.shape.volume()) * element, std::byte{0});
+  for (std::int64_t d = 0; d < 4; ++d) {
+    const std::int64_t dy = d / 2, dx = d % 2;
+    for (std::int64_t f = 0; f < b.o; ++f) {
+      for (std::int64_t c = 0; c < b.c; ++c) {
+        for (std::int64_t r = 0; r < kh; ++r) {
+          for (std::int64_t q = 0; q < kw; ++q) {
+            const std::int64_t ry = r + 2 * dy, qx = q + 2 * dx;  // 4·ky + by, 4·kx + bx
+            const std::int64_t from = ((f * b.c + c) * kh + r) * kw + q;
+            const std::int64_t to =
+                (((d * b.o + f) * b.kh + ry / 4) * b.kw + qx / 4) * b.channels + (ry % 4 * 4 + qx % 4) * b.c + c;
+            std::copy_n(w.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * element),
+                        element,
+                        out.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * element));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// A bias [O] repeated for the 4 results of a cell: [4·O].
+HostTensor repeat_bias(const HostTensor& bias, std::int64_t times) {
+  HostTensor out;
+  out.dtype = bias.dtype;
+  out.shape = Dims{bias.shape.volume() * times};
+  for (std::int64_t i = 0; i < times; ++i) out.bytes.insert(out.bytes.end(), bias.bytes.begin(), bias.bytes.end());
+  return out;
+}
+
 }  // namespace
 
 Network to_channels_last(const Network& network, WeightPool& pool) {
@@ -174,11 +255,24 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     }
   }
   if (!any) return remove_dead_layers(network);
+  // Each tensor's one reader, where it has exactly one and is not a network output.
+  std::vector<const graph::Layer*> only_reader(g.tensors.size(), nullptr);
+  std::vector<int> readers(g.tensors.size(), 0);
+  for (auto id : g.outputs) ++readers[static_cast<std::size_t>(id)];
+  for (const auto& layer : g.layers) {
+    for (auto id : layer.inputs) {
+      if (id >= 0 && ++readers[static_cast<std::size_t>(id)] == 1) only_reader[static_cast<std::size_t>(id)] = &layer;
+    }
+  }
+  for (std::size_t i = 0; i < readers.size(); ++i) {
+    if (readers[i] != 1) only_reader[i] = nullptr;
+  }
 
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
   std::map<std::int32_t, Tensor> last;    // source tensor -> its channels-last form
   std::map<std::int32_t, Tensor> padded;  // source tensor -> its channels-last form with zero channels appended
+  std::map<std::int32_t, Tensor> blocks;  // a blocked stem's result -> its form in 2x2 cells (BlockedStem)
   auto channels_last = [&](std::int32_t id) {
     auto it = last.find(id);
     if (it != last.end()) return it->second;
@@ -207,28 +301,52 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
 
   // The space-to-depth input of a stem: one space_to_depth step (padding, 2x2 cells into channels, channels last,
   // zero channels to 16 bytes) instead of a pad, a transpose and a second pad.
-  auto space_to_depth = [&](const graph::Layer& conv, const SpaceToDepth& s) {
+  auto space_to_depth = [&](const graph::Layer& conv, std::int64_t block, const std::vector<std::int64_t>& pads,
+                            std::int64_t channels) {
     const std::string name = conv.name + "/input_space_to_depth";
-    const Attributes attrs{{"block_size", std::int64_t{2}},
-                           {"pads", std::vector<std::int64_t>{s.ph, s.pw, s.eh, s.ew}},
-                           {"output_layout", std::string("nhwc")},
-                           {"channels", s.channels}};
+    const Attributes attrs{
+        {"block_size", block}, {"pads", pads}, {"output_layout", std::string("nhwc")}, {"channels", channels}};
     Tensor t = net.add_layer("space_to_depth", {rewriter.get(conv.inputs[0])}, attrs, name)[0];
     net.rename_tensor(t, name);
     return t;
   };
 
+  auto one_to_one = [](graph::Layer& conv) {
+    conv.attrs["stride"] = std::vector<std::int64_t>{1, 1};
+    conv.attrs["padding"] = std::vector<std::int64_t>{0, 0};
+    conv.attrs["dilation"] = std::vector<std::int64_t>{1, 1};
+    conv.attrs["layout"] = std::string("nhwc");
+  };
+
   for (const auto& layer : g.layers) {
-    if (converts(g, layer)) {
+    const std::optional<SpaceToDepth> s2d = converts(g, layer) ? space_to_depth_form(g, layer) : std::nullopt;
+    const std::optional<BlockedStem> blocked =
+        blocked_stem_form(g, layer, only_reader[static_cast<std::size_t>(layer.outputs[0])], s2d);
+    if (blocked) {
+      graph::Layer converted = layer;
+      one_to_one(converted);
+      const BlockedStem& b = *blocked;
+      std::vector<Tensor> inputs = {space_to_depth(layer, 4, {b.ph, b.pw, b.eh, b.ew}, b.channels)};
+      const std::string wname = layer.name + "/weight_blocks";
+      HostTensor w = blocked_stem_weight(constant_tensor(g, layer.inputs[1]), b);
+      inputs.push_back(net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname));
+      if (layer.inputs.size() > 2 && layer.inputs[2] >= 0) {
+        const std::string bname = layer.name + "/bias_blocks";
+        HostTensor bias = repeat_bias(constant_tensor(g, layer.inputs[2]), 4);
+        inputs.push_back(net.add_constant(pool.add(bname, bias.dtype, bias.shape, std::move(bias.bytes)), bname));
+      }
+      const std::string name = g.tensor(layer.outputs[0]).name + ".nhwc_blocks";
+      Tensor y = net.add_layer(layer.op, inputs, converted.attrs, layer.name)[0];
+      net.rename_tensor(y, name);
+      blocks[layer.outputs[0]] = y;
+    } else if (converts(g, layer)) {
       graph::Layer converted = layer;
       Tensor x;
       HostTensor w;
       std::string wname;
-      if (const std::optional<SpaceToDepth> s = space_to_depth_form(g, layer)) {
-        converted.attrs["stride"] = std::vector<std::int64_t>{1, 1};
-        converted.attrs["padding"] = std::vector<std::int64_t>{0, 0};
-        converted.attrs["dilation"] = std::vector<std::int64_t>{1, 1};
-        x = space_to_depth(layer, *s);
+      if (const std::optional<SpaceToDepth>& s = s2d) {
+        one_to_one(converted);
+        x = space_to_depth(layer, 2, {s->ph, s->pw, s->eh, s->ew}, s->channels);
         w = space_to_depth_weight(constant_tensor(g, layer.inputs[1]), *s);
         wname = layer.name + "/weight_space_to_depth";
       } else {
@@ -256,6 +374,12 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
       emit(converted, inputs);
     } else if (quantizes_4d_per_tensor(g, layer) && last.count(layer.inputs[0]) != 0) {
       emit(layer, {last.at(layer.inputs[0]), rewriter.get(layer.inputs[1])}, false);
+    } else if (layer.op == "max_pool2d" && blocks.count(layer.inputs[0]) != 0) {
+      graph::Layer pooled = layer;
+      pooled.attrs["input_block_size"] = std::int64_t{2};
+      std::vector<Tensor> inputs = {blocks.at(layer.inputs[0])};
+      if (layer.inputs.size() > 1) inputs.push_back(rewriter.get(layer.inputs[1]));  // a quantized result's scale
+      emit(pooled, inputs);
     } else if (layer.op == "max_pool2d" && layout_of(layer) == "nchw" && last.count(layer.inputs[0]) != 0) {
       std::vector<Tensor> inputs = {last.at(layer.inputs[0])};
       if (layer.inputs.size() > 1) inputs.push_back(rewriter.get(layer.inputs[1]));  // a quantized result's scale

@@ -304,13 +304,36 @@ std::vector<OutputType> infer_conv_transpose2d(InferContext& ctx) {
 // max_pool2d and avg_pool2d: x [N, C, H, W] -> [N, C, H', W'] with PyTorch's output size rule.
 std::vector<OutputType> infer_pool2d_nchw(InferContext& ctx, const TensorType& x);
 
+// max_pool2d's channels-last x [N, H, W, C] seen as channels first; with `input_block_size` b > 1, x [N, H, W, b·b·C]
+// holds [N, b·H, b·W, C] with each b x b cell's elements in its channels (element (dy, dx) of a cell at channels
+// (dy·b + dx)·C: ONNX DepthToSpace's DCR order), as a space-to-depth stem convolution writes them
+// (builder::to_channels_last).
+TensorType input_blocks_as_channels_first(InferContext& ctx, const TensorType& x, std::int64_t block) {
+  TensorType t = to_channels_first(x);
+  if (block == 1) return t;
+  DimPool& d = ctx.dims();
+  const DimId cells = d.constant(block * block);
+  if (auto c = ctx.value(x.shape[3]); c && *c % (block * block) != 0) {
+    ctx.fail(fmt::format("x '{}' {} has {} channels, not a multiple of input_block_size^2 = {}", x.name,
+                         ctx.shape_string(x.shape), *c, block * block));
+  }
+  t.shape[1] = d.floor_div(x.shape[3], cells);
+  t.shape[2] = d.mul(x.shape[1], d.constant(block));
+  t.shape[3] = d.mul(x.shape[2], d.constant(block));
+  return t;
+}
+
 std::vector<OutputType> infer_pool2d(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
   ctx.require_dtype(x, kFloatTypes, "x");
   ctx.require_rank(x, 4, "x");
   if (ctx.op() != "max_pool2d") return infer_pool2d_nchw(ctx, x);
-  std::vector<OutputType> out =
-      channels_last(ctx) ? infer_pool2d_nchw(ctx, to_channels_first(x)) : infer_pool2d_nchw(ctx, x);
+  const std::int64_t block = ctx.get_int("input_block_size", 1);
+  if (block < 1 || block > 8) ctx.fail(fmt::format("attribute 'input_block_size' must be in [1, 8], got {}", block));
+  if (block > 1 && !channels_last(ctx)) ctx.fail("attribute 'input_block_size' needs layout \"nhwc\"");
+  std::vector<OutputType> out = channels_last(ctx)
+                                    ? infer_pool2d_nchw(ctx, input_blocks_as_channels_first(ctx, x, block))
+                                    : infer_pool2d_nchw(ctx, x);
   if (channels_last(ctx)) out[0].shape = to_channels_last(out[0].shape);
   // With `quantize_to` and output_scale (input 1): the maximum quantized (builder::fuse_quantized_outputs).
   if (const std::optional<DataType> quantized = quantized_output_type(ctx, 1)) out[0].dtype = *quantized;
@@ -418,9 +441,10 @@ void register_convolution_ops(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{"max_pool2d",
                       1,
                       2,
-                      {"kernel", "stride", "padding", "ceil_mode", "layout", "quantize_to"},
+                      {"kernel", "stride", "padding", "ceil_mode", "layout", "quantize_to", "input_block_size"},
                       infer_pool2d,
-                      "2D max pooling (NCHW or NHWC), optionally quantized by output_scale to `quantize_to`"});
+                      "2D max pooling (NCHW or NHWC, an NHWC input optionally in input_block_size x input_block_size "
+                      "cells), optionally quantized by output_scale to `quantize_to`"});
   ops.push_back(OpDef{"avg_pool2d",
                       1,
                       1,

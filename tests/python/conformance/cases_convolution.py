@@ -108,6 +108,42 @@ def pool(name, op, x, kernel, stride=None, padding=None, ceil_mode=False, count_
                 dynamic=dynamic or {})
 
 
+def blocks_to_channels_first(x, b):
+    """x [N, H, W, b·b·C] in b x b cells (element (dy, dx) of a cell at channels (dy·b + dx)·C) as [N, C, b·H, b·W]."""
+    n, h, w, cc = x.shape
+    c = cc // (b * b)
+    return x.reshape(n, h, w, b, b, c).permute(0, 5, 1, 3, 2, 4).reshape(n, c, b * h, b * w)
+
+
+def pool_blocks(name, x, kernel, stride, padding, dynamic=None):
+    """max_pool2d of a channels-last x in 2x2 cells (input_block_size 2: what a stem convolution in its blocked form
+    writes, builder::to_channels_last)."""
+    attrs = {"kernel": kernel, "stride": stride, "padding": padding, "layout": "nhwc", "input_block_size": 2}
+
+    def reference(t):
+        y = F.max_pool2d(blocks_to_channels_first(t["x"], 2), kernel, stride=stride, padding=padding)
+        return {"y": y.permute(0, 2, 3, 1).contiguous()}
+
+    return Case(name, [{"op": "max_pool2d", "inputs": ["x"], "outputs": ["y"], "attrs": attrs}], {"x": x}, reference,
+                dynamic=dynamic or {})
+
+
+def stem_pool(name, x, weight, bias, dynamic=None):
+    """A CNN's stem: conv 7x7 stride 2 padding 3, relu, max pool 3x3 stride 2 padding 1. On CUDA targets, with even
+    result extents, the convolution runs on the 4x4 space-to-depth input and the max pool reads its 2x2 cells."""
+    layers = [{"op": "conv", "inputs": ["x", "w", "b"], "outputs": ["h"], "attrs": {"stride": [2, 2], "padding": [3, 3]}},
+              {"op": "relu", "inputs": ["h"], "outputs": ["hr"], "attrs": {}},
+              {"op": "max_pool2d", "inputs": ["hr"], "outputs": ["y"],
+               "attrs": {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1]}}]
+
+    def reference(t):
+        h = F.conv2d(t["x"].to(torch.float64), t["w"].to(torch.float64), t["b"].to(torch.float64), stride=2, padding=3)
+        return {"y": F.max_pool2d(h.relu(), 3, stride=2, padding=1).to(t["x"].dtype)}
+
+    return Case(name, layers, {"x": x}, reference, weights={"w": weight, "b": bias}, outputs=["y"],
+                dynamic=dynamic or {})
+
+
 def conv_weight_input(name, x, weight, dynamic):
     """A conv whose weight is a network input, so that its kernel dims may be dynamic too."""
     return Case(name, [{"op": "conv", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"padding": [1, 0]}}],
@@ -227,10 +263,30 @@ def cases():
              padding=[1, 1], layout="nhwc"),
         pool("max_pool2d_nhwc_words_nan_f32", "max_pool2d", with_nan(rand(1, 6, 6, 8), 0, 1, 2, 3), [2, 2],
              layout="nhwc"),
+        pool("max_pool2d_nhwc_words_3x3_nan_f32", "max_pool2d", with_nan(rand(1, 7, 6, 8), 0, 4, 3, 5), [3, 3],
+             stride=[2, 2], padding=[1, 1], layout="nhwc"),
+        pool("max_pool2d_nhwc_words_3x3_stride1_bf16", "max_pool2d", rand(2, 5, 7, 16, dtype=BF16), [3, 3],
+             padding=[1, 1], layout="nhwc"),
         pool("max_pool2d_nhwc_words_ceil_dynamic_f64", "max_pool2d", rand(3, 7, 5, 4, dtype=F64), [2, 3],
              stride=[2, 2], ceil_mode=True, layout="nhwc", dynamic={"x": [-1, 7, 5, 4]}),
         pool("max_pool2d_nhwc_odd_channels_bf16", "max_pool2d", rand(2, 7, 5, 3, dtype=BF16), [3, 2], stride=[2, 1],
              padding=[1, 1], layout="nhwc"),
+        # Channels last in 2x2 cells (input_block_size 2): whole words of channels and not.
+        pool_blocks("max_pool2d_nhwc_blocks_words_f16", rand(2, 5, 6, 4 * 16, dtype=F16), [3, 3], [2, 2], [1, 1],
+                    dynamic={"x": [-1, 5, 6, 64]}),
+        pool_blocks("max_pool2d_nhwc_blocks_odd_channels_bf16", rand(2, 4, 3, 4 * 3, dtype=BF16), [3, 2], [2, 1],
+                    [1, 1]),
+        pool_blocks("max_pool2d_nhwc_blocks_words_nan_f32", with_nan(rand(1, 3, 3, 4 * 4), 0, 1, 2, 3), [2, 2], [2, 2],
+                    [0, 0]),
+        pool_blocks("max_pool2d_nhwc_blocks_words_3x3_nan_f32", with_nan(rand(2, 3, 4, 4 * 8), 1, 2, 1, 13), [3, 3],
+                    [2, 2], [1, 1]),
+        # A stem and its max pool: results 12 x 10 (the blocked form on CUDA), and 8 x 9 (the 2x2 form).
+        stem_pool("stem_pool_blocks_f16", rand(2, 3, 24, 20, dtype=F16), rand(16, 3, 7, 7, dtype=F16) * 0.2,
+                  rand(16, dtype=F16), dynamic={"x": [-1, 3, 24, 20]}),
+        stem_pool("stem_pool_blocks_bf16", rand(1, 3, 16, 16, dtype=BF16), rand(8, 3, 7, 7, dtype=BF16) * 0.2,
+                  rand(8, dtype=BF16)),
+        stem_pool("stem_pool_odd_extent_f16", rand(2, 3, 15, 18, dtype=F16), rand(16, 3, 7, 7, dtype=F16) * 0.2,
+                  rand(16, dtype=F16)),
         # ---- avg_pool2d ----
         pool("avg_pool2d_basic_f32", "avg_pool2d", rand(2, 3, 8, 10), [2, 2]),
         pool("avg_pool2d_pad_include_f16", "avg_pool2d", rand(2, 3, 9, 11, dtype=F16), [3, 3], stride=[2, 2],

@@ -651,6 +651,27 @@ def quantized_max_pool_cases():
             layers.append(layer("cast", ["p"], to="f32"))
         cases.append(Case(f"max_pool2d_quantized_{name}_to_{q}", layers, {"x": x}, ref,
                           inline={"s": ([scale], "f32", [])}, dynamic={"x": [-1, *shape[1:]]}))
+    # Channels last in 2x2 cells (input_block_size 2, a blocked stem's result): x [N, H, W, 4·C] holds [N, 2H, 2W, C].
+    for q, name, dtype, shape in (("i8", "words_f16", torch.float16, (2, 5, 4, 4 * 16)),
+                                  ("f8e4m3", "odd_channels_f32", torch.float32, (1, 3, 4, 4 * 3))):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        x = rand(*shape, dtype=dtype, low=-30, high=30)
+        scale = f32(0.25)
+
+        def ref(t, quant=quant, q=q):
+            n, h, w, cc = t["x"].shape
+            v = t["x"].reshape(n, h, w, 2, 2, cc // 4).permute(0, 5, 1, 3, 2, 4).reshape(n, cc // 4, 2 * h, 2 * w)
+            y = quant(F.max_pool2d(v.to(torch.float64), [3, 3], stride=[2, 2], padding=[1, 1]),
+                      torch.tensor(scale, dtype=torch.float64))
+            y = y if q == "i8" else y.to(torch.float32)
+            return {"y": y.permute(0, 2, 3, 1).contiguous()}
+
+        layers = [layer("max_pool2d", ["x", "s"], "y" if q == "i8" else "p", layout="nhwc", quantize_to=q,
+                        input_block_size=2, **pool)]
+        if q != "i8":
+            layers.append(layer("cast", ["p"], to="f32"))
+        cases.append(Case(f"max_pool2d_quantized_nhwc_blocks_{name}_to_{q}", layers, {"x": x}, ref,
+                          inline={"s": ([scale], "f32", [])}))
     return cases
 
 
@@ -687,9 +708,12 @@ def qdq_stem_pool_cases():
             w1q = quant(t["w1"], t["sw1"], 0)
             return {"y": quantized_convolution(quant(p, t["sp"]), w1q, t["sp"] * t["sw1"], t["b1"])}
 
-        x = rand(2, 3, 32, 30, dtype=torch.float16, low=-1, high=1)
-        cases.append(Case(f"qdq_stem_pool_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
-                          inline={"sp": ([sp], "f32", [])}, tolerance=1e-2 if q == "i8" else 3e-2))
+        # Results 16 x 15: the stem in its 2x2 form on CUDA; 16 x 14: in its blocked form, the max pool reading its
+        # 2x2 cells.
+        for suffix, width in (("", 30), ("_blocks", 28)):
+            x = rand(2, 3, 32, width, dtype=torch.float16, low=-1, high=1)
+            cases.append(Case(f"qdq_stem_pool{suffix}_{q}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+                              inline={"sp": ([sp], "f32", [])}, tolerance=1e-2 if q == "i8" else 3e-2))
     return cases
 
 

@@ -475,6 +475,34 @@ TEST(ConvolutionPool, RejectsBadAttributes) {
       {"unknown attribute 'count_include_pad'"}));
 }
 
+// max_pool2d's input_block_size: a channels-last x [N, H, W, b·b·C] holds [N, b·H, b·W, C].
+TEST(ConvolutionPool, ChannelsLastInputInCells) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF16, {-1, 5, 4, 64});
+  const Attributes pool = {
+      {"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}, {"layout", std::string("nhwc")}};
+  Attributes blocks = pool;
+  blocks["input_block_size"] = std::int64_t{2};
+  Tensor y = net.add_layer("max_pool2d", {x}, blocks, "p").at(0);
+  net.mark_output(y, "y");
+  EXPECT_EQ(net.shape(y), Dims({-1, 5, 4, 16}));  // 10 x 8 -> 5 x 4, 16 channels
+  EXPECT_EQ(net.infer_shapes({{"x", {3, 5, 4, 64}}}).at("y"), Dims({3, 5, 4, 16}));
+  Tensor odd = net.add_input("odd", DataType::kF16, {1, 5, 4, 30});
+  EXPECT_TRUE(FailsWith([&] { net.add_layer("max_pool2d", {odd}, blocks, "q"); },
+                        {"layer 'q' (max_pool2d)",
+                         "x 'odd' [1,5,4,30] has 30 channels, not a multiple of "
+                         "input_block_size^2 = 4"}));
+  Attributes first = blocks;
+  first.erase("layout");
+  EXPECT_TRUE(
+      FailsWith([&] { net.add_layer("max_pool2d", {x}, first, "r"); }, {"'input_block_size' needs layout \"nhwc\""}));
+  blocks["input_block_size"] = std::int64_t{0};
+  EXPECT_TRUE(FailsWith([&] { net.add_layer("max_pool2d", {x}, blocks, "s"); },
+                        {"attribute 'input_block_size' must be in [1, 8], got 0"}));
+  EXPECT_TRUE(
+      FailsWith([&] { net.add_layer("avg_pool2d", {x}, blocks, "t"); }, {"unknown attribute 'input_block_size'"}));
+}
+
 TEST(ConvolutionPool, RejectsBadInputs) {
   Network net;
   Tensor x3 = net.add_input("x3", DataType::kF32, {1, 8, 8});

@@ -87,6 +87,31 @@ HostTensor permute_channels(const TensorRef& t, bool to_first) {
 HostTensor to_channels_first(const TensorRef& t) { return permute_channels(t, true); }
 HostTensor to_channels_last(const TensorRef& t) { return permute_channels(t, false); }
 
+// max_pool2d's x [N, H, W, b·b·C] in b x b cells (`input_block_size`; element (dy, dx) of a cell at channels
+// (dy·b + dx)·C) -> [N, C, b·H, b·W].
+HostTensor blocks_to_channels_first(const TensorRef& t, std::int64_t b) {
+  const Dims& s = t.shape;
+  const std::int64_t n = s[0], h = s[1], w = s[2], c = s[3] / (b * b);
+  HostTensor r(t.dtype, Dims{n, c, b * h, b * w});
+  const std::size_t e = element_size(t.dtype);
+  std::size_t from = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t y = 0; y < h; ++y) {
+      for (std::int64_t x = 0; x < w; ++x) {
+        for (std::int64_t dy = 0; dy < b; ++dy) {
+          for (std::int64_t dx = 0; dx < b; ++dx) {
+            for (std::int64_t k = 0; k < c; ++k, ++from) {
+              const std::int64_t to = ((i * c + k) * b * h + b * y + dy) * b * w + b * x + dx;
+              std::memcpy(r.bytes.data() + static_cast<std::size_t>(to) * e, t.bytes.data() + from * e, e);
+            }
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
 // out (channels first) = y + bias[channel]; for conv also the fused epilogue: + residual, then the activation. The
 // sum is rounded once, to out's dtype. The bias is input `bias_input` (conv's 2, quantized_conv's 3), the residual
 // the next one; quantized_conv's residual may be quantized, times the scalar at `residual_scale_input` (exact in
@@ -307,7 +332,8 @@ void max_pool2d(const KernelContext& ctx, const TensorRef& x, const TensorRef& o
 
 void max_pool2d_kernel(KernelContext& ctx) {
   if (!channels_last(ctx)) return max_pool2d(ctx, ctx.input(0), ctx.output(0));
-  HostTensor x = to_channels_first(ctx.input(0));
+  const std::int64_t block = ctx.get_int("input_block_size", 1);
+  HostTensor x = block > 1 ? blocks_to_channels_first(ctx.input(0), block) : to_channels_first(ctx.input(0));
   const TensorRef& out = ctx.output(0);
   HostTensor y(out.dtype, Dims{out.shape[0], out.shape[3], out.shape[1], out.shape[2]});
   max_pool2d(ctx, x, y);

@@ -53,15 +53,20 @@ struct PoolShape {
   std::int64_t planes = 1, h = 1, w = 1, oh = 1, ow = 1;
   std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   std::int64_t channels = 1;  // channels last: planes = N · channels
+  std::int64_t block = 1;     // max_pool2d's input_block_size: channels-last x in block x block cells
   bool count_include_pad = true;
 };
 
 PoolShape pool_shape(const StepLaunch& launch) {
   const bool last = channels_last(launch);
-  const Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
+  Dims x = last ? channels_first_dims(launch.inputs.at(0).shape) : launch.inputs.at(0).shape;
   const Dims y = last ? channels_first_dims(launch.outputs.at(0).shape) : launch.outputs.at(0).shape;
   const std::vector<std::int64_t> kernel = launch.attrs->get_ints("kernel");
   PoolShape s;
+  if (last && launch.layer != nullptr && launch.layer->op == "max_pool2d") {
+    s.block = launch.attrs->get_int("input_block_size", 1);
+    x = Dims{x[0], x[1] / (s.block * s.block), x[2] * s.block, x[3] * s.block};
+  }
   s.channels = x[1];
   s.planes = x[0] * x[1];
   s.h = x[2];
@@ -89,6 +94,22 @@ __device__ __forceinline__ I min_i(I a, I b) {
 template <typename I>
 __device__ __forceinline__ I max_i(I a, I b) {
   return a > b ? a : b;
+}
+
+// Channels last, the position of input element (ih, iw) of an image w wide, in units of its channels: row-major, or
+// with input_block_size b > 1 inside b x b cells (w / b cells a row, each cell's b·b elements in a row). The row's
+// part and the column's part add up. ih, iw >= 0; b = 2 (a blocked stem's cells) by shifts.
+template <typename I>
+__device__ __forceinline__ I row_position(I ih, I w, I b) {
+  if (b == 1) return ih * w;
+  if (b == 2) return (ih >> 1) * w * 2 + (ih & 1) * 2;
+  return ih / b * w * b + ih % b * b;
+}
+template <typename I>
+__device__ __forceinline__ I column_position(I iw, I b) {
+  if (b == 1) return iw;
+  if (b == 2) return ((iw >> 1) << 2) + (iw & 1);
+  return iw / b * b * b + iw % b;
 }
 
 // What a max pool writes: its result as is (kNone), or quantized by one f32 scale to i8 or e4m3 (`quantize_to`), the
@@ -154,6 +175,7 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, PoolStore<T, kOut>
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
   const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
   const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw), channels = static_cast<I>(s.channels);
+  const I b = static_cast<I>(s.block);
   for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
        i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const I c = i % channels;
@@ -168,8 +190,9 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, PoolStore<T, kOut>
     const T* xp = x + n * h * w * channels + c;
     A best = -kernels::math::infinity<A>();
     for (I ih = hb; ih < he; ++ih) {
+      const I row = row_position(ih, w, b);
       for (I iw = wb; iw < we; ++iw) {
-        const A v = load(xp, (ih * w + iw) * channels);
+        const A v = load(xp, (row + column_position(iw, b)) * channels);
         if (v > best || v != v) best = v;
       }
     }
@@ -195,7 +218,7 @@ __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord
   const I total = static_cast<I>(s.planes / s.channels * s.oh * s.ow) * words;
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
   const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
-  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw);
+  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw), b = static_cast<I>(s.block);
   for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
        i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const I c = i % words;
@@ -211,16 +234,41 @@ __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord
     A best[kVec];
 #pragma unroll
     for (int e = 0; e < kVec; ++e) best[e] = -kernels::math::infinity<A>();
-    for (I ih = hb; ih < he; ++ih) {
-      for (I iw = wb; iw < we; ++iw) {
-        const uint4 word = xp[(ih * w + iw) * words];
-        T v[kVec];
-        memcpy(v, &word, sizeof word);
+    auto take = [&](const uint4& word) {
+      T v[kVec];
+      memcpy(v, &word, sizeof word);
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const A a = load(v, e);
-          if (a > best[e] || a != a) best[e] = a;
+      for (int e = 0; e < kVec; ++e) {
+        const A a = load(v, e);
+        if (a > best[e] || a != a) best[e] = a;
+      }
+    };
+    if (kh == 3 && kw == 3) {
+      // A 3x3 window (a CNN's stem pool): its words inside x are all loaded before any is compared, so that the
+      // loads are in flight together; then taken in the same order as below.
+      uint4 window[9];
+      bool inside[9];
+#pragma unroll
+      for (int r = 0; r < 3; ++r) {
+        const I ih = h0 + r;
+        const bool row_inside = ih >= 0 && ih < h;
+        const I row = row_inside ? row_position(ih, w, b) : 0;
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+          const I iw = w0 + k;
+          inside[r * 3 + k] = row_inside && iw >= 0 && iw < w;
+          window[r * 3 + k] =
+              inside[r * 3 + k] ? xp[(row + column_position(iw, b)) * words] : make_uint4(0U, 0U, 0U, 0U);
         }
+      }
+#pragma unroll
+      for (int j = 0; j < 9; ++j) {
+        if (inside[j]) take(window[j]);
+      }
+    } else {
+      for (I ih = hb; ih < he; ++ih) {
+        const I row = row_position(ih, w, b);
+        for (I iw = wb; iw < we; ++iw) take(xp[(row + column_position(iw, b)) * words]);
       }
     }
     PoolStore<T, kOut> out[kVec];
@@ -542,6 +590,13 @@ bool supports_pool(const graph::Graph& graph, const graph::Layer& layer, Precisi
   return all_dtype<kDtype>(graph, layer, 4, 4);
 }
 
+// cuDNN's pooling: no input_block_size (an input in cells runs the direct kernels).
+template <DataType kDtype>
+bool supports_cudnn_pool(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return supports_pool<kDtype>(graph, layer, precision) &&
+         graph::AttrReader(layer.attrs, layer.name, layer.op).get_int("input_block_size", 1) == 1;
+}
+
 // max_pool2d with `quantize_to`: x of kDtype, its f32 output scale, an i8 or e4m3 result (the direct kernels only).
 template <DataType kDtype>
 bool supports_quantized_max_pool(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
@@ -562,8 +617,8 @@ bool supports_global_avg_pool(const graph::Graph& graph, const graph::Layer& lay
 void register_pooling_kernels(std::vector<KernelEntry>& kernels) {
   const std::vector<KernelEntry> entries = {
       // cuDNN and the direct kernels, timed against each other
-      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "cudnn", supports_pool, prepare_pool_cudnn<true>, launch_pool_cudnn,
-                              0, nullptr),
+      TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "cudnn", supports_cudnn_pool, prepare_pool_cudnn<true>,
+                              launch_pool_cudnn, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, prepare_pool<true>, launch_pool, 0,
                               nullptr),
       TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "quantized_direct", supports_quantized_max_pool, prepare_pool<true>,
