@@ -10,6 +10,7 @@
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
 #include "builder/passes/passes.hpp"
+#include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
 
@@ -175,14 +176,14 @@ struct BlockedStem {
 constexpr std::int64_t kBlockedChannels = 64;
 
 // The blocked form of a converted f16/bf16 conv, when it has one: the space-to-depth form's conditions, a constant
-// bias or none, no residual, even output extents, one reader (`reader`, a max_pool2d that converts), and no more than
+// bias or none, no residual, even output extents, one reader (a max_pool2d that converts), and no more than
 // 2.5x the padded multiply-adds of the 2x2 form (a 7x7 or 5x5 kernel; a 3x3 one would do 4x as many).
-std::optional<BlockedStem> blocked_stem_form(const graph::Graph& g, const graph::Layer& conv,
-                                             const graph::Layer* reader, const std::optional<SpaceToDepth>& s2d) {
-  if (!s2d || conv.op != "conv" || reader == nullptr || reader->op != "max_pool2d" || layout_of(*reader) != "nchw" ||
-      reader->inputs[0] != conv.outputs[0]) {
-    return std::nullopt;
-  }
+std::optional<BlockedStem> blocked_stem_form(const graph::Graph& g, const graph::Layer& conv, const TensorUses& uses,
+                                             const std::optional<SpaceToDepth>& s2d) {
+  const TensorUse* use = uses.only_reader(conv.outputs[0]);
+  if (!s2d || conv.op != "conv" || use == nullptr || use->position != 0) return std::nullopt;
+  const graph::Layer& reader = g.layers[use->layer];
+  if (reader.op != "max_pool2d" || layout_of(reader) != "nchw") return std::nullopt;
   if (conv.inputs.size() > 3 && conv.inputs[3] >= 0) return std::nullopt;
   if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !is_constant(g, conv.inputs[2])) return std::nullopt;
   const Dims x = g.static_dims(conv.inputs[0]), weight = g.static_dims(conv.inputs[1]),
@@ -255,18 +256,7 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
     }
   }
   if (!any) return remove_dead_layers(network);
-  // Each tensor's one reader, where it has exactly one and is not a network output.
-  std::vector<const graph::Layer*> only_reader(g.tensors.size(), nullptr);
-  std::vector<int> readers(g.tensors.size(), 0);
-  for (auto id : g.outputs) ++readers[static_cast<std::size_t>(id)];
-  for (const auto& layer : g.layers) {
-    for (auto id : layer.inputs) {
-      if (id >= 0 && ++readers[static_cast<std::size_t>(id)] == 1) only_reader[static_cast<std::size_t>(id)] = &layer;
-    }
-  }
-  for (std::size_t i = 0; i < readers.size(); ++i) {
-    if (readers[i] != 1) only_reader[i] = nullptr;
-  }
+  const TensorUses uses(g);
 
   GraphRewriter rewriter(g);
   Network& net = rewriter.network();
@@ -320,8 +310,7 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
 
   for (const auto& layer : g.layers) {
     const std::optional<SpaceToDepth> s2d = converts(g, layer) ? space_to_depth_form(g, layer) : std::nullopt;
-    const std::optional<BlockedStem> blocked =
-        blocked_stem_form(g, layer, only_reader[static_cast<std::size_t>(layer.outputs[0])], s2d);
+    const std::optional<BlockedStem> blocked = blocked_stem_form(g, layer, uses, s2d);
     if (blocked) {
       graph::Layer converted = layer;
       one_to_one(converted);
