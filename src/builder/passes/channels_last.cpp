@@ -135,22 +135,33 @@ std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const gra
   return s;
 }
 
-// The weight [O, C, kh, kw] regrouped for the space-to-depth input, channels last: [O, s.kh, s.kw, s.channels].
-HostTensor space_to_depth_weight(const HostTensor& w, const SpaceToDepth& s) {
-  const std::int64_t o = w.shape[0], kh = w.shape[2], kw = w.shape[3];
+// The weight [O, C, kh, kw] of a stride-2 convolution regrouped for its space-to-depth input in `block` x `block`
+// cells (C channels each), channels last: [R·O, kh', kw', channels] for R = per_side² results a cell (1: the 2x2
+// form; 4: the blocked form, result (dy, dx) at channels (dy·2 + dx)·O). Result channel d·O + o and input channel
+// (by·block + bx)·C + c at tap (ky, kx) hold the weight's tap (block·ky + by − 2·dy, block·kx + bx − 2·dx), zero
+// where it has none.
+HostTensor regroup_stem_weight(const HostTensor& w, std::int64_t c_in, std::int64_t block, std::int64_t per_side,
+                               std::int64_t kh2, std::int64_t kw2, std::int64_t channels) {
+  const std::int64_t o = w.shape[0], kh = w.shape[2], kw = w.shape[3], results = per_side * per_side;
   const std::size_t element = element_size(w.dtype);
   HostTensor out;
   out.dtype = w.dtype;
-  out.shape = Dims{o, s.kh, s.kw, s.channels};
+  out.shape = Dims{results * o, kh2, kw2, channels};
   out.bytes.assign(static_cast<std::size_t>(out.shape.volume()) * element, std::byte{0});
-  for (std::int64_t f = 0; f < o; ++f) {
-    for (std::int64_t c = 0; c < s.c; ++c) {
-      for (std::int64_t y = 0; y < kh; ++y) {
-        for (std::int64_t x = 0; x < kw; ++x) {
-          const std::int64_t from = ((f * s.c + c) * kh + y) * kw + x;
-          const std::int64_t to = ((f * s.kh + y / 2) * s.kw + x / 2) * s.channels + (y % 2 * 2 + x % 2) * s.c + c;
-          std::copy_n(w.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * element), element,
-                      out.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * element));
+  for (std::int64_t d = 0; d < results; ++d) {
+    const std::int64_t dy = d / per_side, dx = d % per_side;
+    for (std::int64_t f = 0; f < o; ++f) {
+      for (std::int64_t c = 0; c < c_in; ++c) {
+        for (std::int64_t r = 0; r < kh; ++r) {
+          for (std::int64_t q = 0; q < kw; ++q) {
+            const std::int64_t ry = r + 2 * dy, qx = q + 2 * dx;  // block·ky + by, block·kx + bx
+            const std::int64_t from = ((f * c_in + c) * kh + r) * kw + q;
+            const std::int64_t to = (((d * o + f) * kh2 + ry / block) * kw2 + qx / block) * channels +
+                                    (ry % block * block + qx % block) * c_in + c;
+            std::copy_n(w.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * element),
+                        element,
+                        out.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * element));
+          }
         }
       }
     }
@@ -197,37 +208,6 @@ std::optional<BlockedStem> blocked_stem_form(const graph::Graph& g, const graph:
   if (b.eh < 0 || b.ew < 0) return std::nullopt;
   if (2 * b.kh * b.kw * b.channels > 5 * s2d->kh * s2d->kw * s2d->channels) return std::nullopt;
   return b;
-}
-
-// The weight [O, C, kh, kw] for the blocked form, channels last: [4·O, b.kh, b.kw, b.channels], result channel
-// (dy·2 + dx)·O + o and input channel (by·4 + bx)·C + c at tap (ky, kx) holding the weight's tap
-// (4·ky + by - 2·dy, 4·kx + bx - 2·dx) where it has one (zero elsewhere).
-HostTensor blocked_stem_weight(const HostTensor& w, const BlockedStem& b) {
-  const std::int64_t kh = w.shape[2], kw = w.shape[3];
-  const std::size_t element = element_size(w.dtype);
-  HostTensor out;
-  out.dtype = w.dtype;
-  out.shape = Dims{4 * b.o, b.kh, b.kw, b.channels};
-  out.bytes.assign(static_cast<std::size_t>(out.shape.volume()) * element, std::byte{0});
-  for (std::int64_t d = 0; d < 4; ++d) {
-    const std::int64_t dy = d / 2, dx = d % 2;
-    for (std::int64_t f = 0; f < b.o; ++f) {
-      for (std::int64_t c = 0; c < b.c; ++c) {
-        for (std::int64_t r = 0; r < kh; ++r) {
-          for (std::int64_t q = 0; q < kw; ++q) {
-            const std::int64_t ry = r + 2 * dy, qx = q + 2 * dx;  // 4·ky + by, 4·kx + bx
-            const std::int64_t from = ((f * b.c + c) * kh + r) * kw + q;
-            const std::int64_t to =
-                (((d * b.o + f) * b.kh + ry / 4) * b.kw + qx / 4) * b.channels + (ry % 4 * 4 + qx % 4) * b.c + c;
-            std::copy_n(w.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * element),
-                        element,
-                        out.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * element));
-          }
-        }
-      }
-    }
-  }
-  return out;
 }
 
 // A bias [O] repeated for the 4 results of a cell: [4·O].
@@ -317,7 +297,7 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
       const BlockedStem& b = *blocked;
       std::vector<Tensor> inputs = {space_to_depth(layer, 4, {b.ph, b.pw, b.eh, b.ew}, b.channels)};
       const std::string wname = layer.name + "/weight_blocks";
-      HostTensor w = blocked_stem_weight(constant_tensor(g, layer.inputs[1]), b);
+      HostTensor w = regroup_stem_weight(constant_tensor(g, layer.inputs[1]), b.c, 4, 2, b.kh, b.kw, b.channels);
       inputs.push_back(net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname));
       if (layer.inputs.size() > 2 && layer.inputs[2] >= 0) {
         const std::string bname = layer.name + "/bias_blocks";
@@ -336,7 +316,7 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
       if (const std::optional<SpaceToDepth>& s = s2d) {
         one_to_one(converted);
         x = space_to_depth(layer, 2, {s->ph, s->pw, s->eh, s->ew}, s->channels);
-        w = space_to_depth_weight(constant_tensor(g, layer.inputs[1]), *s);
+        w = regroup_stem_weight(constant_tensor(g, layer.inputs[1]), s->c, 2, 1, s->kh, s->kw, s->channels);
         wname = layer.name + "/weight_space_to_depth";
       } else {
         x = channels_last(layer.inputs[0]);
