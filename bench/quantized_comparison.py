@@ -12,8 +12,9 @@ torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
 The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders at --batch, ResNet-50 at --image-batch).
 Calibration runs on the CPU reference: --calib-batches batches of --calib-size N(0, 1) inputs (the encoders' hidden
 states, or images), --method percentile 99.99 for i8 and max for f8e4m3 unless --method is given; ResNet-50 with
---quantize-residuals (docs/precision.md's recipe) and its stem (conv1) left float. Prints a table and
-writes OUT/results.json.
+--quantize-residuals (docs/precision.md's recipe); its stem (conv1) quantized for i8 (the engine runs an i8 stem
+before a max pool quantized) and left float for f8e4m3 (cuDNN's e4m3 stem is slower than f16; --float-stem leaves
+it float for every type). Prints a table and writes OUT/results.json.
 """
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def main() -> int:
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--quantize-residuals", action=argparse.BooleanOptionalAction, default=True,
                    help="calibrate ResNet-50 with --quantize-residuals (default: yes)")
+    p.add_argument("--float-stem", action="store_true",
+                   help="calibrate ResNet-50 with --skip conv1 for every type (default: for f8e4m3 only)")
     p.add_argument("--iterations", type=int, default=200)
     a = p.parse_args()
     from safetensors.torch import load_file, save_file
@@ -132,7 +135,7 @@ def main() -> int:
             report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
                                      "--ops", "conv" if image else "linear", "-q"]
                                     + (["--quantize-residuals"] if image and a.quantize_residuals else [])
-                                    + (["--skip", "conv1"] if image else [])  # the stem: float in the engine anyway
+                                    + (["--skip", "conv1"] if image and (a.float_stem or qtype != "i8") else [])
                                     + [x for b in batches for x in ("-b", b)], log))
             variants.append((qtype, qnet, {"method": method, "seconds": time.perf_counter() - t0,
                                            "activations": len(report.get("activations", [])),

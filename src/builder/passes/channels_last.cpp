@@ -1,6 +1,6 @@
 // Builder pass for the CUDA target: f16/bf16 2D convolutions and quantized convolutions (and the pooling and quantizes
-// that read them) run channels last; an image's stride-2 stem runs as a stride-1 convolution of its space-to-depth
-// form.
+// that read them) run channels last; an image's stride-2 stem (float, or i8) runs as a stride-1 convolution of its
+// space-to-depth form.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -105,11 +105,12 @@ struct SpaceToDepth {
   std::int64_t channels = 0;                    // 4·C, padded to 16 bytes
 };
 
-// The space-to-depth form of a converted f16/bf16 conv, when it has one: groups 1, stride 2 and dilation 1 on both
-// axes, static input channels and extent, channels that need padding, and fewer padded terms per output than now.
+// The space-to-depth form of a converted conv (f16/bf16, or a quantized_conv: an i8 stem that
+// lower_quantized_products let through), when it has one: groups 1, stride 2 and dilation 1 on both axes, static
+// input channels and extent, channels that need padding, and fewer padded terms per output than now.
 std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const graph::Layer& conv) {
   const std::int64_t padded = padded_channels(g, conv);
-  if (conv.op != "conv" || padded == 0) return std::nullopt;
+  if (padded == 0) return std::nullopt;
   const graph::AttrReader attrs(conv.attrs, conv.name, conv.op);
   const auto ints = [&](const char* name, std::int64_t fallback) {
     std::vector<std::int64_t> v = attrs.get_ints(name, std::vector<std::int64_t>{});
@@ -186,17 +187,23 @@ struct BlockedStem {
 
 constexpr std::int64_t kBlockedChannels = 64;
 
-// The blocked form of a converted f16/bf16 conv, when it has one: the space-to-depth form's conditions, a constant
-// bias or none, no residual, even output extents, one reader (a max_pool2d that converts), and no more than
-// 2.5x the padded multiply-adds of the 2x2 form (a 7x7 or 5x5 kernel; a 3x3 one would do 4x as many).
+// A converted conv's bias input (quantized_conv's comes after its per-channel scale), the residual the next one.
+std::size_t bias_input(const graph::Layer& conv) { return residual_input(conv) - 1; }
+
+// The blocked form of a converted conv (f16/bf16, or an i8 quantized_conv), when it has one: the space-to-depth
+// form's conditions, a constant bias or none (and quantized_conv's constant scales), no residual, even output extents,
+// one reader (a max_pool2d that converts), and no more than 2.5x the padded multiply-adds of the 2x2 form (a 7x7 or
+// 5x5 kernel; a 3x3 one would do 4x as many).
 std::optional<BlockedStem> blocked_stem_form(const graph::Graph& g, const graph::Layer& conv, const TensorUses& uses,
                                              const std::optional<SpaceToDepth>& s2d) {
   const TensorUse* use = uses.only_reader(conv.outputs[0]);
-  if (!s2d || conv.op != "conv" || use == nullptr || use->position != 0) return std::nullopt;
+  if (!s2d || use == nullptr || use->position != 0) return std::nullopt;
   const graph::Layer& reader = g.layers[use->layer];
   if (reader.op != "max_pool2d" || layout_of(reader) != "nchw") return std::nullopt;
-  if (conv.inputs.size() > 3 && conv.inputs[3] >= 0) return std::nullopt;
-  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !is_constant(g, conv.inputs[2])) return std::nullopt;
+  const std::size_t bias = bias_input(conv);
+  if (conv.inputs.size() > bias + 1 && conv.inputs[bias + 1] >= 0) return std::nullopt;
+  if (conv.inputs.size() > bias && conv.inputs[bias] >= 0 && !is_constant(g, conv.inputs[bias])) return std::nullopt;
+  if (conv.op == "quantized_conv" && !is_constant(g, conv.inputs[2])) return std::nullopt;
   const Dims x = g.static_dims(conv.inputs[0]), weight = g.static_dims(conv.inputs[1]),
              y = g.static_dims(conv.outputs[0]);
   if (y.rank() != 4 || y[2] <= 0 || y[3] <= 0 || y[2] % 2 != 0 || y[3] % 2 != 0) return std::nullopt;
@@ -270,13 +277,22 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
   };
 
   // The space-to-depth input of a stem: one space_to_depth step (padding, 2x2 cells into channels, channels last,
-  // zero channels to 16 bytes) instead of a pad, a transpose and a second pad.
+  // zero channels to 16 bytes) instead of a pad, a transpose and a second pad. A quantized stem's x, when a quantize
+  // by one constant scale makes it for this convolution alone (an image quantized), is quantized by that step too
+  // (`quantize_to`), reading the float image; the quantize step is then left unread.
   auto space_to_depth = [&](const graph::Layer& conv, std::int64_t block, const std::vector<std::int64_t>& pads,
                             std::int64_t channels) {
     const std::string name = conv.name + "/input_space_to_depth";
-    const Attributes attrs{
+    Attributes attrs{
         {"block_size", block}, {"pads", pads}, {"output_layout", std::string("nhwc")}, {"channels", channels}};
-    Tensor t = net.add_layer("space_to_depth", {rewriter.get(conv.inputs[0])}, attrs, name)[0];
+    std::vector<Tensor> inputs = {rewriter.get(conv.inputs[0])};
+    const graph::Layer* quantize = producer_of(g, conv.inputs[0], "quantize");
+    if (conv.op == "quantized_conv" && quantize != nullptr && quantizes_4d_per_tensor(g, *quantize) &&
+        is_constant(g, quantize->inputs[1]) && uses.only_reader(conv.inputs[0]) != nullptr) {
+      attrs["quantize_to"] = std::string(to_string(g.tensor(conv.inputs[0]).dtype));
+      inputs = {rewriter.get(quantize->inputs[0]), rewriter.get(quantize->inputs[1])};
+    }
+    Tensor t = net.add_layer("space_to_depth", inputs, attrs, name)[0];
     net.rename_tensor(t, name);
     return t;
   };
@@ -299,11 +315,22 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
       const std::string wname = layer.name + "/weight_blocks";
       HostTensor w = regroup_stem_weight(constant_tensor(g, layer.inputs[1]), b.c, 4, 2, b.kh, b.kw, b.channels);
       inputs.push_back(net.add_constant(pool.add(wname, w.dtype, w.shape, std::move(w.bytes)), wname));
-      if (layer.inputs.size() > 2 && layer.inputs[2] >= 0) {
-        const std::string bname = layer.name + "/bias_blocks";
-        HostTensor bias = repeat_bias(constant_tensor(g, layer.inputs[2]), 4);
-        inputs.push_back(net.add_constant(pool.add(bname, bias.dtype, bias.shape, std::move(bias.bytes)), bname));
+      // Per output channel: quantized_conv's scale, and the bias, repeated for the 4 results of a cell.
+      for (std::size_t i = 2; i <= bias_input(layer) && i < layer.inputs.size(); ++i) {
+        if (layer.inputs[i] < 0) {
+          inputs.emplace_back();
+          continue;
+        }
+        const std::string cname = layer.name + (i == bias_input(layer) ? "/bias_blocks" : "/scale_blocks");
+        HostTensor c = repeat_bias(constant_tensor(g, layer.inputs[i]), 4);
+        inputs.push_back(net.add_constant(pool.add(cname, c.dtype, c.shape, std::move(c.bytes)), cname));
       }
+      // quantized_conv's quantized result: its output scale (after the residual, which a blocked stem has none of).
+      for (std::size_t i = bias_input(layer) + 2; i < layer.inputs.size(); ++i) {
+        if (inputs.size() < i) inputs.resize(i);
+        inputs.push_back(layer.inputs[i] < 0 ? Tensor{} : rewriter.get(layer.inputs[i]));
+      }
+      while (!inputs.empty() && !inputs.back().valid()) inputs.pop_back();
       const std::string name = g.tensor(layer.outputs[0]).name + ".nhwc_blocks";
       Tensor y = net.add_layer(layer.op, inputs, converted.attrs, layer.name)[0];
       net.rename_tensor(y, name);

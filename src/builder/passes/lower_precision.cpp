@@ -1,4 +1,5 @@
-// Builder pass: lowers an f32 network to f16 or bf16 (weights converted, casts at the inputs and outputs).
+// Builder pass: lowers an f32 network to f16 or bf16 (weights converted, casts at the inputs and outputs; an input that
+// only quantizes read keeps f32).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -81,9 +82,20 @@ Network lower_precision(const Network& network, DataType low, WeightPool& pool, 
   Network& net = rewriter.network();
   const std::string suffix = fmt::format("/{}", to_string(low));
 
+  // An f32 input that only quantizes read (a quantized CNN's image) stays f32: they quantize its values as the network
+  // gives them, with no cast step (and no f16 rounding) before.
+  std::vector<bool> only_quantized(g.tensors.size(), true);
+  for (auto id : g.outputs) only_quantized[static_cast<std::size_t>(id)] = false;
+  for (const auto& layer : g.layers) {
+    for (std::size_t i = 0; i < layer.inputs.size(); ++i) {
+      if (layer.inputs[i] >= 0 && (layer.op != "quantize" || i != 0)) {
+        only_quantized[static_cast<std::size_t>(layer.inputs[i])] = false;
+      }
+    }
+  }
   for (auto id : g.inputs) {
     const auto& t = g.tensor(id);
-    if (t.dtype != DataType::kF32) continue;
+    if (t.dtype != DataType::kF32 || only_quantized[static_cast<std::size_t>(id)]) continue;
     Tensor cast = net.add_layer("cast", {rewriter.get(id)}, {{"to", std::string(to_string(low))}}, t.name + suffix)[0];
     net.rename_tensor(cast, t.name + suffix);
     rewriter.set(id, cast);

@@ -325,9 +325,14 @@ TensorType input_blocks_as_channels_first(InferContext& ctx, const TensorType& x
 
 std::vector<OutputType> infer_pool2d(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
-  ctx.require_dtype(x, kFloatTypes, "x");
+  if (ctx.op() != "max_pool2d" || x.dtype != DataType::kI8) ctx.require_dtype(x, kFloatTypes, "x");
   ctx.require_rank(x, 4, "x");
   if (ctx.op() != "max_pool2d") return infer_pool2d_nchw(ctx, x);
+  // max_pool2d also takes i8 x (the maximum of integers: a quantized result that a quantize before the pool made,
+  // builder::fuse_quantized_outputs), with no `quantize_to`.
+  if (x.dtype == DataType::kI8 && ctx.has("quantize_to")) {
+    ctx.fail(fmt::format("x '{}' is already quantized (i8): attribute 'quantize_to' needs a float x", x.name));
+  }
   const std::int64_t block = ctx.get_int("input_block_size", 1);
   if (block < 1 || block > 8) ctx.fail(fmt::format("attribute 'input_block_size' must be in [1, 8], got {}", block));
   if (block > 1 && !channels_last(ctx)) ctx.fail("attribute 'input_block_size' needs layout \"nhwc\"");

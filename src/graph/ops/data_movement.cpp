@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/quantized_output_checks.hpp"
 
 namespace tensoracle::graph {
 namespace {
@@ -411,9 +413,16 @@ std::vector<OutputType> infer_pad(InferContext& ctx) {
 
 // x [N, C, H, W], zero-padded by `pads` [top, left, bottom, right], regrouped in block x block cells: output channel
 // (by * block + bx) * C + c holds x[n, c, i * block + by - top, j * block + bx - left] (ONNX's DCR order), zeros in
-// channels C * block^2 .. `channels`; [N, channels, H', W'], or [N, H', W', channels] with output_layout "nhwc".
+// channels C * block^2 .. `channels`; [N, channels, H', W'], or [N, H', W', channels] with output_layout "nhwc". With
+// `quantize_to` (i8 or f8e4m3) and output_scale (input 1, an f32 scalar), a float x's values are written quantized, as
+// quantize rounds them (a quantized stem's input: builder::to_channels_last).
 std::vector<OutputType> infer_space_to_depth(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
+  std::optional<DataType> quantized = quantized_output_type(ctx, 1);
+  if (quantized && std::find(kFloatTypes.begin(), kFloatTypes.end(), x.dtype) == kFloatTypes.end()) {
+    ctx.fail(fmt::format("x '{}' has dtype {}; 'quantize_to' needs a float x (f32, f16, bf16 or f64)", x.name,
+                         to_string(x.dtype)));
+  }
   if (x.rank() != 4) {
     ctx.fail(fmt::format("'{}' has shape {}; space_to_depth takes an image [N, C, H, W]", x.name,
                          ctx.shape_string(x.shape)));
@@ -457,8 +466,9 @@ std::vector<OutputType> infer_space_to_depth(InferContext& ctx) {
     }
     extent.push_back(dp.floor_div(padded, b));
   }
-  if (layout == "nhwc") return {OutputType{x.dtype, {x.shape[0], extent[0], extent[1], channels}}};
-  return {OutputType{x.dtype, {x.shape[0], channels, extent[0], extent[1]}}};
+  const DataType dtype = quantized.value_or(x.dtype);
+  if (layout == "nhwc") return {OutputType{dtype, {x.shape[0], extent[0], extent[1], channels}}};
+  return {OutputType{dtype, {x.shape[0], channels, extent[0], extent[1]}}};
 }
 
 }  // namespace
@@ -480,8 +490,8 @@ void register_data_movement_ops(std::vector<OpDef>& ops) {
       "pad", 1, 1, {"pads", "mode", "value"}, infer_pad, "pads each axis at both ends (constant, reflect, edge)"});
   ops.push_back(OpDef{"space_to_depth",
                       1,
-                      1,
-                      {"block_size", "pads", "output_layout", "channels"},
+                      2,
+                      {"block_size", "pads", "output_layout", "channels", "quantize_to"},
                       infer_space_to_depth,
                       "moves block x block cells of a zero-padded image into channels (ONNX's DCR order)"});
 }

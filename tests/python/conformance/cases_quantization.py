@@ -717,7 +717,125 @@ def qdq_stem_pool_cases():
     return cases
 
 
+def i8_max_pool_cases():
+    """max_pool2d of an i8 x (the maximum of integers; what a quantized stem's max pool reads once
+    fuse_quantized_outputs moves the quantize after the pool into the stem's epilogue): channels first, channels last
+    with whole 16-byte words of channels (a CUDA thread per word, bytewise maxima) and with odd channels, in 2x2 cells
+    (input_block_size 2), and a 2x2 stride-2 window without padding. -128 and 127 among the values."""
+    import torch.nn.functional as F
+
+    cases = []
+    for name, shape, layout, block, kernel, stride, padding in (
+            ("nchw", (2, 3, 9, 7), "nchw", 1, 3, 2, 1),
+            ("nhwc_words", (2, 9, 11, 32), "nhwc", 1, 3, 2, 1),
+            ("nhwc_odd_channels", (2, 7, 6, 5), "nhwc", 1, 3, 2, 1),
+            ("nhwc_words_2x2", (1, 8, 6, 16), "nhwc", 1, 2, 2, 0),
+            ("nhwc_blocks_words", (2, 5, 4, 4 * 16), "nhwc", 2, 3, 2, 1),
+            ("nhwc_blocks_odd_channels", (1, 3, 4, 4 * 3), "nhwc", 2, 3, 2, 1)):
+        x = torch.randint(-128, 128, shape, dtype=torch.int8)
+        x.view(-1)[:4] = torch.tensor([-128, 127, -128, 127], dtype=torch.int8)
+
+        def ref(t, layout=layout, block=block, kernel=kernel, stride=stride, padding=padding):
+            v = t["x"].to(torch.float64)
+            if block > 1:
+                n, h, w, cc = v.shape
+                v = v.reshape(n, h, w, block, block, cc // block**2).permute(0, 5, 1, 3, 2, 4)
+                v = v.reshape(n, cc // block**2, block * h, block * w)
+            elif layout == "nhwc":
+                v = v.permute(0, 3, 1, 2)
+            y = F.max_pool2d(v, kernel, stride=stride, padding=padding).to(torch.int8)
+            return {"y": y.permute(0, 2, 3, 1).contiguous() if layout == "nhwc" else y}
+
+        attrs = {"input_block_size": block} if block > 1 else {}
+        layers = [layer("max_pool2d", ["x"], "y", layout=layout, kernel=[kernel, kernel], stride=[stride, stride],
+                        padding=[padding, padding], **attrs)]
+        cases.append(Case(f"max_pool2d_i8_{name}", layers, {"x": x}, ref))
+    return cases
+
+
+def qdq_quantized_stem_pool_cases():
+    """An i8 stem as tensoracle calibrate writes it when the stem is quantized too (no --skip conv1): x -> quantize ->
+    dequantize -> conv 7x7 stride 2 (a dequantized i8 weight) -> relu -> max pool -> quantize -> dequantize -> the
+    first quantized conv. The stem becomes an i8 quantized_conv (on CUDA its blocked form: a 3x3 convolution of the 4x4
+    space-to-depth input writing 2x2 cells of results), the pool's quantize moves into the stem's epilogue and the pool
+    reads i8. The reference is the pattern's math in float64 (max pool, then quantize); the engine's quantized results
+    may differ from it by a step where a value is at a rounding midpoint (tolerance 1e-2)."""
+    import torch.nn.functional as F
+
+    top = 127
+    weights = {"w0": rand(16, 3, 7, 7, low=-1, high=1), "s0": scales(16, low=1 / top, high=1.2 / top),
+               "b0": rand(16, dtype=torch.float16), "w1": rand(32, 16, 1, 1, low=-1, high=1),
+               "b1": rand(32, dtype=torch.float16), "sw1": scales(32, low=1 / top, high=1.2 / top)}
+    sx, sp = f32(2 / top), f32(24 / top)
+    layers = [
+        layer("quantize", ["x", "sx"], "xq", to="i8"),
+        layer("dequantize", ["xq", "sx"], "xd", to="f16"),
+        layer("quantize", ["w0", "s0"], "w0q", to="i8", axis=0),
+        layer("dequantize", ["w0q", "s0"], "w0d", to="f16", axis=0),
+        layer("conv", ["xd", "w0d", "b0"], "h", stride=[2, 2], padding=[3, 3]),
+        layer("relu", ["h"], "hr"),
+        layer("max_pool2d", ["hr"], "p", kernel=[3, 3], stride=[2, 2], padding=[1, 1]),
+        layer("quantize", ["p", "sp"], "pq", to="i8"),
+        layer("dequantize", ["pq", "sp"], "pd", to="f16"),
+        layer("quantize", ["w1", "sw1"], "w1q", to="i8", axis=0),
+        layer("dequantize", ["w1q", "sw1"], "w1d", to="f16", axis=0),
+        layer("conv", ["pd", "w1d", "b1"], "y"),
+    ]
+
+    def ref(t):
+        xq = quantize_i8(t["x"], t["sx"])
+        w0q = quantize_i8(t["w0"], t["s0"], 0)
+        h = quantized_convolution(xq, w0q, t["sx"] * t["s0"], t["b0"], None, True, 2, 3)
+        p = F.max_pool2d(h, 3, stride=2, padding=1)
+        w1q = quantize_i8(t["w1"], t["sw1"], 0)
+        return {"y": quantized_convolution(quantize_i8(p, t["sp"]), w1q, t["sp"] * t["sw1"], t["b1"])}
+
+    cases = []
+    for n, hw in ((2, (32, 28)), (1, (20, 24))):
+        x = rand(n, 3, *hw, dtype=torch.float16, low=-2, high=2)
+        cases.append(Case(f"qdq_quantized_stem_pool_blocks_i8_f16_{hw[0]}x{hw[1]}", layers, {"x": x}, ref,
+                          weights=weights, outputs=["y"], inline={"sx": ([sx], "f32", []), "sp": ([sp], "f32", [])},
+                          tolerance=1e-2))
+    return cases
+
+
+def quantized_space_to_depth_cases():
+    """space_to_depth with `quantize_to` (a quantized stem's input: the float image padded, moved into cells and
+    quantized in one step): the moved values quantized as quantize rounds them, padding and appended channels zero.
+    Channels last in whole 16-byte words of the i8 result (a CUDA thread per word) and channels first; ties, NaN and
+    infinities among the values."""
+    from .cases_data_movement import space_to_depth_ref
+
+    cases = []
+    for q, name, dtype, shape, block, pads, layout, channels in (
+            ("i8", "stem_nhwc_f32", torch.float32, (2, 3, 20, 24), 4, (3, 3, 5, 5), "nhwc", 64),
+            ("f8e4m3", "nhwc_f16", torch.float16, (1, 3, 10, 12), 2, (3, 3, 3, 3), "nhwc", 16),
+            ("i8", "nchw_bf16", torch.bfloat16, (2, 3, 5, 6), 2, (1, 0, 0, 0), "nchw", None),
+            ("i8", "nhwc_f64", torch.float64, (1, 2, 4, 4), 2, (0, 0, 0, 0), "nhwc", 8)):
+        quant = quantize_i8 if q == "i8" else quantize_e4m3
+        specials = I8_SPECIALS if q == "i8" else [0.3, -0.3, NAN, INF, -INF, 500.0, -0.0]
+        x = with_specials(rand(*shape, dtype=dtype, low=-30, high=30), specials)
+        scale = f32(0.25)
+        filled = shape[1] * block * block
+
+        def ref(t, quant=quant, q=q, block=block, pads=pads, layout=layout, channels=channels or filled):
+            y = space_to_depth_ref(t["x"].to(torch.float64), block, pads, layout, channels)
+            y = quant(y, torch.tensor(scale, dtype=torch.float64))
+            return {"y": y if q == "i8" else y.to(torch.float32)}  # e4m3 values cast to f32 (exact)
+
+        attrs = {"block_size": block, "pads": list(pads), "output_layout": layout, "quantize_to": q}
+        if channels is not None:
+            attrs["channels"] = channels
+        layers = [layer("space_to_depth", ["x", "s"], "y" if q == "i8" else "p", **attrs)]
+        if q != "i8":
+            layers.append(layer("cast", ["p"], to="f32"))
+        cases.append(Case(f"space_to_depth_quantized_{name}_to_{q}", layers, {"x": x}, ref,
+                          inline={"s": ([scale], "f32", [])}))
+    return cases
+
+
 def cases():
     return (quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + quantized_output_cases() +
             qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases() + quantized_conv_cases() + qdq_conv_cases() +
-            quantized_max_pool_cases() + qdq_stem_pool_cases())
+            quantized_max_pool_cases() + qdq_stem_pool_cases() + i8_max_pool_cases() + qdq_quantized_stem_pool_cases() +
+            quantized_space_to_depth_cases())

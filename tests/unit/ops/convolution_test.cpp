@@ -503,6 +503,27 @@ TEST(ConvolutionPool, ChannelsLastInputInCells) {
       FailsWith([&] { net.add_layer("avg_pool2d", {x}, blocks, "t"); }, {"unknown attribute 'input_block_size'"}));
 }
 
+// max_pool2d takes i8 x (a quantized result: the maximum of integers), but not with quantize_to; avg_pool2d does not.
+TEST(ConvolutionPool, MaxPoolOfI8) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kI8, {2, 8, 6, 16});
+  const Attributes pool = {
+      {"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}, {"layout", std::string("nhwc")}};
+  Tensor y = net.add_layer("max_pool2d", {x}, pool, "p").at(0);
+  EXPECT_EQ(net.shape(y), Dims({2, 4, 3, 16}));
+  EXPECT_EQ(net.dtype(y), DataType::kI8);
+  Tensor s = net.add_small_constant({0.5}, DataType::kF32, Dims{}, "s");
+  Attributes quantized = pool;
+  quantized["quantize_to"] = std::string("i8");
+  EXPECT_TRUE(FailsWith(
+      [&] {
+        net.add_layer("max_pool2d", {x, s}, quantized, "q");
+      },
+      {"layer 'q' (max_pool2d)", "x 'x' is already quantized (i8)"}));
+  Attributes first = {{"kernel", Ints{2, 2}}};
+  EXPECT_TRUE(FailsWith([&] { net.add_layer("avg_pool2d", {x}, first, "a"); }, {"x 'x' has dtype i8"}));
+}
+
 TEST(ConvolutionPool, RejectsBadInputs) {
   Network net;
   Tensor x3 = net.add_input("x3", DataType::kF32, {1, 8, 8});

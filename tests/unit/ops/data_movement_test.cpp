@@ -496,6 +496,33 @@ TEST(DataMovementSpaceToDepth, Shapes) {
               AllOf(HasSubstr("padded width"), HasSubstr("is 10, not a multiple of block_size 3")));
 }
 
+// quantize_to: a float x's values written quantized (i8 or f8e4m3) by output_scale (input 1, an f32 scalar).
+TEST(DataMovementSpaceToDepth, Quantized) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, Dims{-1, 3, 20, 24});
+  Tensor q = net.add_input("q", DataType::kI8, Dims{1, 3, 8, 8});
+  Tensor s = net.add_small_constant({0.02}, DataType::kF32, Dims{}, "s");
+  Tensor s16 = net.add_small_constant({0.02}, DataType::kF16, Dims{}, "s16");
+  using Ints = std::vector<std::int64_t>;
+  Attributes attrs = {{"block_size", std::int64_t{4}},
+                      {"pads", Ints{3, 3, 5, 5}},
+                      {"output_layout", std::string("nhwc")},
+                      {"channels", std::int64_t{64}},
+                      {"quantize_to", std::string("i8")}};
+  Tensor y = net.add_layer("space_to_depth", {x, s}, attrs)[0];
+  EXPECT_EQ(net.shape(y), (Dims{-1, 7, 8, 64}));
+  EXPECT_EQ(net.dtype(y), DataType::kI8);
+  EXPECT_THAT(add_error(net, "space_to_depth", {x}, attrs, "e1"),
+              HasSubstr("output_scale (needed with 'quantize_to')"));
+  EXPECT_THAT(add_error(net, "space_to_depth", {x, s16}, attrs, "e2"), HasSubstr("output_scale 's16' has dtype f16"));
+  EXPECT_THAT(add_error(net, "space_to_depth", {q, s},
+                        {{"block_size", std::int64_t{2}}, {"quantize_to", std::string("i8")}}, "e3"),
+              HasSubstr("x 'q' has dtype i8"));
+  attrs.erase("quantize_to");
+  EXPECT_THAT(add_error(net, "space_to_depth", {x, s}, attrs, "e4"),
+              HasSubstr("output_scale (input 1) is given but attribute 'quantize_to' is not"));
+}
+
 TEST(DataMovementSpaceToDepth, Errors) {
   Network net;
   Tensor x = net.add_input("x", DataType::kF32, Dims{2, 3, 8, 8});

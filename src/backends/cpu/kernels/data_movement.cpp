@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
+#include "backends/cpu/kernels/quantized_rounding.hpp"
 #include "core/bytes.hpp"
 
 namespace tensoracle::cpu {
@@ -212,9 +213,14 @@ void pad_kernel(KernelContext& ctx) {
 
 // Output channel (by * block + bx) * C + c of cell (i, j) holds x[n, c, i * block + by - top, j * block + bx - left];
 // positions in the padding and channels past C * block^2 are zero.
+// With `quantize_to`: the moved values quantized by output_scale (input 1) as quantize rounds them.
 void space_to_depth_kernel(KernelContext& ctx) {
   const TensorRef& x = ctx.input(0);
-  const TensorRef& out = ctx.output(0);
+  const TensorRef& result = ctx.output(0);
+  HostTensor moved;
+  if (ctx.has_input(1)) moved = HostTensor(x.dtype, result.shape);
+  const TensorRef moved_ref(moved);
+  const TensorRef& out = ctx.has_input(1) ? moved_ref : result;
   const std::int64_t block = ctx.get_int("block_size");
   const auto pads = ctx.get_ints("pads", std::vector<std::int64_t>{0, 0, 0, 0});
   const bool nhwc = ctx.get_string("output_layout", "nchw") == "nhwc";
@@ -232,6 +238,11 @@ void space_to_depth_kernel(KernelContext& ctx) {
         return ((o[0] * c + ch) * h + y) * w + xw;
       },
       &zero);
+  if (ctx.has_input(1)) {
+    std::vector<double> values = to_f64(out);
+    quantize_in_place(values, to_f64(ctx.input(1))[0], result.dtype);
+    from_f64(result, values);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // CUDA kernels of the data_movement family (reshape, transpose, slice, concat, split, gather, expand, pad,
-// space_to_depth), any dtype.
+// space_to_depth), any dtype; space_to_depth also quantizes (`quantize_to`).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/quantize_rounding.cuh"
 
 namespace tensoracle::cuda {
 namespace {
@@ -907,12 +908,39 @@ struct SpaceToDepthParams {
   Divisor<Index> channels, out_h, out_w, by_c, by_block;
 };
 
-// Each thread writes kOut consecutive elements of the output's last axis as one word V (kOut = 1 when V is W): with
-// output_layout "nhwc", channels of one cell (the cell's indices divided once per thread, each channel's source from
-// the divisors by C and block); with "nchw", columns of one channel row. Padding and channels past `filled` are zero.
-template <typename W, typename V, typename Index, bool kNhwc>
-__global__ void space_to_depth_kernel(const W* in, V* out, Index words, SpaceToDepthParams<Index> p) {
-  constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(W));
+// What space_to_depth writes: x's elements as they are (kCopy: W is a word of one element's bytes), or x's float values
+// (W float, __half, __nv_bfloat16 or double) quantized by one f32 scale to i8 or e4m3, as the quantize kernels round
+// them (`quantize_to`).
+enum class SpaceToDepthOut : int { kCopy, kI8, kE4M3 };
+
+template <typename W, SpaceToDepthOut kQ>
+using SpaceToDepthElement = std::conditional_t<kQ == SpaceToDepthOut::kCopy, W, std::uint8_t>;
+
+template <typename W, SpaceToDepthOut kQ>
+__device__ __forceinline__ SpaceToDepthElement<W, kQ> space_to_depth_value(W v, float scale, float reciprocal) {
+  constexpr bool kE4M3 = kQ == SpaceToDepthOut::kE4M3;
+  if constexpr (kQ == SpaceToDepthOut::kCopy) {
+    return v;
+  } else if constexpr (std::is_same_v<W, double>) {
+    return quantize_rounding::quantize_one<W, kE4M3>(v, scale);
+  } else if constexpr (kE4M3) {
+    return quantize_rounding::quantize_one_f32<W, true>(v, scale);
+  } else {
+    return quantize_rounding::quantize_i8_by_reciprocal<W>(v, scale, reciprocal);
+  }
+}
+
+// Each thread writes kOut consecutive elements of the output's last axis as one word V (kOut = 1 when V is one
+// element): with output_layout "nhwc", channels of one cell (the cell's indices divided once per thread, each channel's
+// source from the divisors by C and block); with "nchw", columns of one channel row. Padding and channels past `filled`
+// are zero (quantized: the zero byte, i8's and e4m3's zero).
+template <typename W, typename V, typename Index, bool kNhwc, SpaceToDepthOut kQ>
+__global__ void space_to_depth_kernel(const W* __restrict__ in, V* __restrict__ out, Index words,
+                                      SpaceToDepthParams<Index> p, const float* __restrict__ scale) {
+  using E = SpaceToDepthElement<W, kQ>;
+  constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(E));
+  const float q = kQ == SpaceToDepthOut::kCopy ? 1.0F : *scale;
+  const float reciprocal = __frcp_rn(q);
   for (Index t = global_thread<Index>(); t < words; t += grid_threads<Index>()) {
     const Index o = t * kOut;
     Index n, k0, i, j0;
@@ -931,22 +959,36 @@ __global__ void space_to_depth_kernel(const W* in, V* out, Index words, SpaceToD
       n = p.channels.div(plane);
       k0 = plane - n * p.channels.d;
     }
-    W v[kOut];
+    // Channel k0 + e comes from channel ch of element (by, bx) of the cell: divided out once, then stepped (the
+    // channels of one output word run through x's channels, then the cell's columns, then its rows).
+    const Index cell0 = p.by_c.div(k0);
+    Index ch = k0 - cell0 * p.c;
+    Index by = p.by_block.div(cell0);
+    Index bx = cell0 - by * p.block;
+    // Every element's load first (predicated, so that all of them are in flight together), then the values.
+    W raw[kOut];
+    bool inside[kOut];
 #pragma unroll
     for (int e = 0; e < kOut; ++e) {
       const Index k = kNhwc ? k0 + e : k0;
       const Index j = kNhwc ? j0 : j0 + e;
-      W value{};
-      if (k < p.filled) {
-        const Index cell = p.by_c.div(k);
-        const Index ch = k - cell * p.c;
-        const Index by = p.by_block.div(cell);
-        const Index y = i * p.block + by - p.top;
-        const Index x = j * p.block + (cell - by * p.block) - p.left;
-        if (y >= 0 && y < p.h && x >= 0 && x < p.w) value = in[((n * p.c + ch) * p.h + y) * p.w + x];
+      const Index y = i * p.block + by - p.top;
+      const Index x = j * p.block + bx - p.left;
+      inside[e] = k < p.filled && y >= 0 && y < p.h && x >= 0 && x < p.w;
+      raw[e] = inside[e] ? in[((n * p.c + ch) * p.h + y) * p.w + x] : W{};
+      if constexpr (kNhwc) {
+        if (++ch == p.c) {
+          ch = 0;
+          if (++bx == p.block) {
+            bx = 0;
+            ++by;
+          }
+        }
       }
-      v[e] = value;
     }
+    E v[kOut];
+#pragma unroll
+    for (int e = 0; e < kOut; ++e) v[e] = inside[e] ? space_to_depth_value<W, kQ>(raw[e], q, reciprocal) : E{};
     if constexpr (kOut == 1) {
       out[t] = v[0];
     } else {
@@ -958,8 +1000,10 @@ __global__ void space_to_depth_kernel(const W* in, V* out, Index words, SpaceToD
 }
 
 struct SpaceToDepthPlan {
-  std::int64_t n = 0;       // output elements
-  std::size_t element = 1;  // bytes
+  std::int64_t n = 0;           // output elements
+  std::size_t element = 1;      // bytes of an input element
+  std::size_t out_element = 1;  // bytes of an output element (1 when quantized)
+  SpaceToDepthOut quantize = SpaceToDepthOut::kCopy;
   bool nhwc = false;
   bool whole_words = false;  // the output's rows are whole 16-byte words (the address is tested at launch)
   std::variant<SpaceToDepthParams<std::int32_t>, SpaceToDepthParams<std::int64_t>> params;
@@ -971,12 +1015,16 @@ SpaceToDepthPlan prepare_space_to_depth(const StepLaunch& launch) {
   SpaceToDepthPlan plan;
   plan.n = volume(out.shape);
   plan.element = element_size(x.dtype);
+  plan.out_element = element_size(out.dtype);
+  if (out.dtype != x.dtype) {  // `quantize_to`: a float x, an i8 or e4m3 result
+    plan.quantize = out.dtype == DataType::kI8 ? SpaceToDepthOut::kI8 : SpaceToDepthOut::kE4M3;
+  }
   plan.nhwc = launch.attrs->get_string("output_layout", "nchw") == "nhwc";
   const std::int64_t block = launch.attrs->get_int("block_size");
   const auto pads = launch.attrs->get_ints("pads", std::vector<std::int64_t>{0, 0, 0, 0});
   const std::int64_t channels = out.shape[plan.nhwc ? 3 : 1];
   const std::int64_t out_h = out.shape[plan.nhwc ? 1 : 2], out_w = out.shape[plan.nhwc ? 2 : 3];
-  plan.whole_words = plan.element <= 8 && (out.shape[3] * static_cast<std::int64_t>(plan.element)) % 16 == 0;
+  plan.whole_words = plan.out_element <= 8 && (out.shape[3] * static_cast<std::int64_t>(plan.out_element)) % 16 == 0;
   auto make = [&](auto index) {
     using Index = decltype(index);
     SpaceToDepthParams<Index> p{};
@@ -1003,37 +1051,56 @@ SpaceToDepthPlan prepare_space_to_depth(const StepLaunch& launch) {
   return plan;
 }
 
-template <typename W, typename Index>
+// W: a word of one input element (kCopy) or its float type (quantized).
+template <typename W, SpaceToDepthOut kQ, typename Index>
 void run_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan, const SpaceToDepthParams<Index>& p) {
+  using E = SpaceToDepthElement<W, kQ>;
   const auto* in = static_cast<const W*>(launch.inputs.at(0).data);
+  const float* scale = kQ == SpaceToDepthOut::kCopy ? nullptr : static_cast<const float*>(launch.inputs.at(1).data);
   void* out = launch.outputs.at(0).data;
   const bool words = plan.whole_words && address_word(out) == 16;
-  const std::int64_t threads = words ? plan.n / static_cast<std::int64_t>(16 / sizeof(W)) : plan.n;
+  const std::int64_t threads = words ? plan.n / static_cast<std::int64_t>(16 / sizeof(E)) : plan.n;
   const unsigned grid = grid_for(threads);
   auto go = [&](auto v, auto nhwc) {
     using V = decltype(v);
-    space_to_depth_kernel<W, V, Index, decltype(nhwc)::value>
-        <<<grid, kThreads, 0, launch.stream>>>(in, static_cast<V*>(out), static_cast<Index>(threads), p);
+    space_to_depth_kernel<W, V, Index, decltype(nhwc)::value, kQ>
+        <<<grid, kThreads, 0, launch.stream>>>(in, static_cast<V*>(out), static_cast<Index>(threads), p, scale);
   };
   if (words && plan.nhwc) {
     go(uint4{}, std::true_type{});
   } else if (words) {
     go(uint4{}, std::false_type{});
   } else if (plan.nhwc) {
-    go(W{}, std::true_type{});
+    go(E{}, std::true_type{});
   } else {
-    go(W{}, std::false_type{});
+    go(E{}, std::false_type{});
   }
   check_launch(launch);
 }
 
 void launch_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan) {
   if (plan.n == 0) return;
-  const bool handled = dispatch_element_word(plan.element, [&](auto tag) {
-    using W = typename decltype(tag)::type;
-    std::visit([&](const auto& p) { run_space_to_depth<W>(launch, plan, p); }, plan.params);
-  });
-  if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+  bool handled = false;
+  if (plan.quantize == SpaceToDepthOut::kCopy) {
+    handled = dispatch_element_word(plan.element, [&](auto tag) {
+      using W = typename decltype(tag)::type;
+      std::visit([&](const auto& p) { run_space_to_depth<W, SpaceToDepthOut::kCopy>(launch, plan, p); }, plan.params);
+    });
+  } else {
+    handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
+      using W = decltype(tag);
+      std::visit(
+          [&](const auto& p) {
+            if (plan.quantize == SpaceToDepthOut::kI8) {
+              run_space_to_depth<W, SpaceToDepthOut::kI8>(launch, plan, p);
+            } else {
+              run_space_to_depth<W, SpaceToDepthOut::kE4M3>(launch, plan, p);
+            }
+          },
+          plan.params);
+    });
+  }
+  if (!handled) launch.attrs->fail("unsupported dtype for the CUDA kernel");
 }
 
 // ---- supports ----
@@ -1065,6 +1132,17 @@ bool supports_gather(const graph::Graph& graph, const graph::Layer& layer, Preci
   return indices == DataType::kI32 || indices == DataType::kI64;
 }
 
+// space_to_depth moving elements (one input), or quantizing a float x by its f32 output scale to i8 or e4m3.
+bool supports_space_to_depth(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return supports_any(graph, layer, precision) && !has_tensor(layer, 1);
+}
+bool supports_quantized_space_to_depth(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  if (!supports_any(graph, layer, precision) || !has_tensor(layer, 1)) return false;
+  const DataType x = input_dtype(graph, layer, 0), out = graph.tensor(layer.outputs.at(0)).dtype;
+  return (x == DataType::kF32 || x == DataType::kF16 || x == DataType::kBF16 || x == DataType::kF64) &&
+         input_dtype(graph, layer, 1) == DataType::kF32 && (out == DataType::kI8 || out == DataType::kF8E4M3);
+}
+
 bool supports_pad(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
   if (!supports_input_rank8(graph, layer, precision)) return false;
   const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
@@ -1088,7 +1166,9 @@ void register_data_movement_kernels(std::vector<KernelEntry>& kernels) {
       prepared_kernel<prepare_expand, launch_strided_copy>("expand_any_strided", "expand", supports_output_rank8),
       prepared_kernel<prepare_pad, launch_pad>("pad_any_indexed", "pad", supports_pad),
       prepared_kernel<prepare_space_to_depth, launch_space_to_depth>("space_to_depth_any_gather", "space_to_depth",
-                                                                     supports_any),
+                                                                     supports_space_to_depth),
+      prepared_kernel<prepare_space_to_depth, launch_space_to_depth>(
+          "space_to_depth_quantized_gather", "space_to_depth", supports_quantized_space_to_depth),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }

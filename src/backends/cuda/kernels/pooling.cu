@@ -85,6 +85,12 @@ PoolShape pool_shape(const StepLaunch& launch) {
   return s;
 }
 
+// i8 x (max_pool2d only): its integers compared in f32 (exact) and stored back.
+__device__ __forceinline__ float load(const std::int8_t* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ void store(std::int8_t* p, std::int64_t i, float v) {
+  p[i] = static_cast<std::int8_t>(static_cast<int>(v));
+}
+
 // Index arithmetic in I: int32 when every index of the launch fits below kMaxIndex32 (integer division is much
 // cheaper), else int64.
 template <typename I>
@@ -213,7 +219,6 @@ __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord
                                            const float* __restrict__ scale) {
   using A = Accum<T>;
   constexpr int kVec = static_cast<int>(sizeof(uint4) / sizeof(T));
-  const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
   const I words = static_cast<I>(s.channels / kVec);
   const I total = static_cast<I>(s.planes / s.channels * s.oh * s.ow) * words;
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
@@ -228,55 +233,71 @@ __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord
     const I oy = t % oh;
     const I n = t / oh;
     const I h0 = oy * sh - ph, w0 = ox * sw - pw;
-    const I hb = max_i<I>(h0, 0), he = min_i<I>(h0 + kh, h);
-    const I wb = max_i<I>(w0, 0), we = min_i<I>(w0 + kw, w);
     const uint4* xp = x + n * h * w * words + c;
-    A best[kVec];
+    // Calls take(word) for the window's words inside x, row by row.
+    auto for_window = [&](auto&& take) {
+      if (kh == 3 && kw == 3) {
+        // A 3x3 window (a CNN's stem pool): its words inside x are all loaded before any is compared, so that the
+        // loads are in flight together; then taken in the same order as below.
+        uint4 window[9];
+        bool inside[9];
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) best[e] = -kernels::math::infinity<A>();
-    auto take = [&](const uint4& word) {
-      T v[kVec];
-      memcpy(v, &word, sizeof word);
+        for (int r = 0; r < 3; ++r) {
+          const I ih = h0 + r;
+          const bool row_inside = ih >= 0 && ih < h;
+          const I row = row_inside ? row_position(ih, w, b) : 0;
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A a = load(v, e);
-        if (a > best[e] || a != a) best[e] = a;
-      }
-    };
-    if (kh == 3 && kw == 3) {
-      // A 3x3 window (a CNN's stem pool): its words inside x are all loaded before any is compared, so that the
-      // loads are in flight together; then taken in the same order as below.
-      uint4 window[9];
-      bool inside[9];
+          for (int k = 0; k < 3; ++k) {
+            const I iw = w0 + k;
+            inside[r * 3 + k] = row_inside && iw >= 0 && iw < w;
+            window[r * 3 + k] =
+                inside[r * 3 + k] ? xp[(row + column_position(iw, b)) * words] : make_uint4(0U, 0U, 0U, 0U);
+          }
+        }
 #pragma unroll
-      for (int r = 0; r < 3; ++r) {
-        const I ih = h0 + r;
-        const bool row_inside = ih >= 0 && ih < h;
-        const I row = row_inside ? row_position(ih, w, b) : 0;
-#pragma unroll
-        for (int k = 0; k < 3; ++k) {
-          const I iw = w0 + k;
-          inside[r * 3 + k] = row_inside && iw >= 0 && iw < w;
-          window[r * 3 + k] =
-              inside[r * 3 + k] ? xp[(row + column_position(iw, b)) * words] : make_uint4(0U, 0U, 0U, 0U);
+        for (int j = 0; j < 9; ++j) {
+          if (inside[j]) take(window[j]);
+        }
+      } else {
+        const I hb = max_i<I>(h0, 0), he = min_i<I>(h0 + kh, h);
+        const I wb = max_i<I>(w0, 0), we = min_i<I>(w0 + kw, w);
+        for (I ih = hb; ih < he; ++ih) {
+          const I row = row_position(ih, w, b);
+          for (I iw = wb; iw < we; ++iw) take(xp[(row + column_position(iw, b)) * words]);
         }
       }
-#pragma unroll
-      for (int j = 0; j < 9; ++j) {
-        if (inside[j]) take(window[j]);
-      }
+    };
+    if constexpr (std::is_same_v<T, std::int8_t>) {
+      // i8: 16 channels a word, compared four to a 32-bit lane (signed bytewise maximum).
+      uint4 best = make_uint4(0x80808080U, 0x80808080U, 0x80808080U, 0x80808080U);
+      for_window([&](const uint4& word) {
+        best.x = __vmaxs4(best.x, word.x);
+        best.y = __vmaxs4(best.y, word.y);
+        best.z = __vmaxs4(best.z, word.z);
+        best.w = __vmaxs4(best.w, word.w);
+      });
+      y[i] = best;
     } else {
-      for (I ih = hb; ih < he; ++ih) {
-        const I row = row_position(ih, w, b);
-        for (I iw = wb; iw < we; ++iw) take(xp[(row + column_position(iw, b)) * words]);
-      }
-    }
-    PoolStore<T, kOut> out[kVec];
+      const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
+      A best[kVec];
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) out[e] = pool_result<T, kOut>(best[e], q);
-    PoolWord<T, kOut> word;
-    memcpy(&word, out, sizeof word);
-    y[i] = word;
+      for (int e = 0; e < kVec; ++e) best[e] = -kernels::math::infinity<A>();
+      for_window([&](const uint4& word) {
+        T v[kVec];
+        memcpy(v, &word, sizeof word);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const A a = load(v, e);
+          if (a > best[e] || a != a) best[e] = a;
+        }
+      });
+      PoolStore<T, kOut> out[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) out[e] = pool_result<T, kOut>(best[e], q);
+      PoolWord<T, kOut> word;
+      memcpy(&word, out, sizeof word);
+      y[i] = word;
+    }
   }
 }
 
@@ -367,14 +388,24 @@ PoolPlan prepare_pool(const StepLaunch& launch) {
   const bool index32 =
       total <= kMaxIndex32 && s.planes * (s.h + 2 * s.ph + s.kh) * (s.w + 2 * s.pw + s.kw) <= kMaxIndex32;
   const DataType out = launch.outputs.at(0).dtype;
-  const bool handled = dispatch_float(launch.inputs.at(0).dtype, [&](auto tag) {
+  const auto for_input = [&](auto&& f) {  // max_pool2d also takes i8
+    if constexpr (kMax) {
+      if (launch.inputs.at(0).dtype == DataType::kI8) return f(std::int8_t{}), true;
+    }
+    return dispatch_float(launch.inputs.at(0).dtype, f);
+  };
+  const bool handled = for_input([&](auto tag) {
     using T = decltype(tag);
     if constexpr (kMax) {
       const bool words = (s.channels * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
       plan.words_grid = grid_for(total / std::max<std::int64_t>(1, 16 / static_cast<std::int64_t>(sizeof(T))));
-      plan.run = out == DataType::kI8       ? max_pool_launcher<T, PoolOut::kI8>(launch, words, index32)
-                 : out == DataType::kF8E4M3 ? max_pool_launcher<T, PoolOut::kE4M3>(launch, words, index32)
-                                            : max_pool_launcher<T, PoolOut::kNone>(launch, words, index32);
+      if constexpr (std::is_same_v<T, std::int8_t>) {
+        plan.run = max_pool_launcher<T, PoolOut::kNone>(launch, words, index32);
+      } else {
+        plan.run = out == DataType::kI8       ? max_pool_launcher<T, PoolOut::kI8>(launch, words, index32)
+                   : out == DataType::kF8E4M3 ? max_pool_launcher<T, PoolOut::kE4M3>(launch, words, index32)
+                                              : max_pool_launcher<T, PoolOut::kNone>(launch, words, index32);
+      }
     } else {
       plan.run = pool_launcher<T, PoolKernel::kAvg>(index32);
     }
@@ -621,6 +652,8 @@ void register_pooling_kernels(std::vector<KernelEntry>& kernels) {
                               launch_pool_cudnn, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "direct", supports_pool, prepare_pool<true>, launch_pool, 0,
                               nullptr),
+      prepared_kernel<prepare_pool<true>, launch_pool>("max_pool2d_i8_direct", "max_pool2d",
+                                                       supports_pool<DataType::kI8>, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("max_pool2d", "", "", "quantized_direct", supports_quantized_max_pool, prepare_pool<true>,
                               launch_pool, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("avg_pool2d", "", "f32math_", "cudnn", supports_pool, prepare_pool_cudnn<false>,
