@@ -1,10 +1,12 @@
 // The builder's timing cache: problem keys, the file's round trip, merging, and files that must not be used (another
 // target, damaged, not a cache), which are ignored with a warning and rewritten.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "builder/timing_cache.hpp"
@@ -22,10 +24,23 @@ nlohmann::json h200() {
   return {{"kind", "cuda"}, {"device_name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"cudnn_version", 91400}};
 }
 
+// The tests' files, in a directory of this process that is removed when the tests end.
+std::filesystem::path scratch_dir() {
+  return std::filesystem::temp_directory_path() / ("tensoracle_timing_cache_test_" + std::to_string(::getpid()));
+}
+
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_dir(), ignored);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kScratchCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);  // NOLINT(cppcoreguidelines-owning-memory): gtest owns it
+
 std::filesystem::path temp_file(const std::string& name) {
-  const auto dir =
-      std::filesystem::temp_directory_path() /
-      ("tensoracle_timing_cache_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  const auto dir = scratch_dir();
   std::filesystem::create_directories(dir);
   const auto path = dir / name;
   std::filesystem::remove(path);

@@ -1,4 +1,5 @@
-// CUDA kernels of max_pool2d / avg_pool2d (cudnnPoolingForward and direct kernels) and global_avg_pool.
+// CUDA kernels of max_pool2d / avg_pool2d (cudnnPoolingForward and direct kernels; max_pool2d of i8 in the direct ones)
+// and global_avg_pool.
 //
 // Semantics follow the CPU reference kernels (src/backends/cpu/kernels/convolution.cpp): f16/bf16 compute in f32, f64
 // in f64; the direct kernels' pooling averages and the global average compute in f64 as the reference does, then
