@@ -190,9 +190,8 @@ std::optional<QuantizedPool> quantize_after_pool(const graph::Graph& g, const Te
   if (use == nullptr || use->position != 0) return std::nullopt;
   const graph::Layer& quantize = g.layers[use->layer];
   if (!quantizes_per_tensor(g, quantize) || g.tensor(quantize.outputs[0]).dtype != DataType::kI8) return std::nullopt;
-  HostTensor scale_tensor = constant_tensor(g, quantize.inputs[1]);
-  const std::vector<double> scale = cpu::to_f64(scale_tensor);
-  if (scale.size() != 1 || !(scale[0] > 0.0)) return std::nullopt;
+  const std::optional<Scale> scale = constant_scale(g, quantize);
+  if (!scale || scale->values.size() != 1 || !(scale->values[0] > 0.0)) return std::nullopt;
   return QuantizedPool{pool->layer, &quantize};
 }
 
