@@ -9,6 +9,7 @@
 
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
+#include "builder/passes/conv_attrs.hpp"
 #include "builder/passes/passes.hpp"
 #include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
@@ -111,15 +112,9 @@ struct SpaceToDepth {
 std::optional<SpaceToDepth> space_to_depth_form(const graph::Graph& g, const graph::Layer& conv) {
   const std::int64_t padded = padded_channels(g, conv);
   if (padded == 0) return std::nullopt;
-  const graph::AttrReader attrs(conv.attrs, conv.name, conv.op);
-  const auto ints = [&](const char* name, std::int64_t fallback) {
-    std::vector<std::int64_t> v = attrs.get_ints(name, std::vector<std::int64_t>{});
-    if (v.empty()) v = {fallback, fallback};
-    return v;
-  };
-  const std::vector<std::int64_t> stride = ints("stride", 1), padding = ints("padding", 0),
-                                  dilation = ints("dilation", 1);
-  if (stride != std::vector<std::int64_t>{2, 2} || dilation != std::vector<std::int64_t>{1, 1}) return std::nullopt;
+  const Conv2dAttrs attrs = conv2d_attrs(conv);
+  if (!attrs.stride2_undilated()) return std::nullopt;
+  const std::vector<std::int64_t>& padding = attrs.padding;
   const Dims x = g.static_dims(conv.inputs[0]);
   const Dims weight = g.static_dims(conv.inputs[1]);
   SpaceToDepth s;
@@ -287,8 +282,8 @@ Network to_channels_last(const Network& network, WeightPool& pool) {
         {"block_size", block}, {"pads", pads}, {"output_layout", std::string("nhwc")}, {"channels", channels}};
     std::vector<Tensor> inputs = {rewriter.get(conv.inputs[0])};
     const graph::Layer* quantize = producer_of(g, conv.inputs[0], "quantize");
-    if (conv.op == "quantized_conv" && quantize != nullptr && quantizes_4d_per_tensor(g, *quantize) &&
-        is_constant(g, quantize->inputs[1]) && uses.only_reader(conv.inputs[0]) != nullptr) {
+    if (conv.op == "quantized_conv" && quantize != nullptr && quantizes_per_tensor(g, *quantize) &&
+        uses.only_reader(conv.inputs[0]) != nullptr) {
       attrs["quantize_to"] = std::string(to_string(g.tensor(conv.inputs[0]).dtype));
       inputs = {rewriter.get(quantize->inputs[0]), rewriter.get(quantize->inputs[1])};
     }

@@ -15,6 +15,11 @@ inline bool is_constant(const graph::Graph& g, std::int32_t id) {
   return id >= 0 && g.tensor(id).kind == graph::TensorKind::kConstant;
 }
 
+// A quantize by one constant scale (a scalar).
+inline bool quantizes_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
+  return layer.op == "quantize" && is_constant(g, layer.inputs[1]) && g.tensor(layer.inputs[1]).shape.empty();
+}
+
 // The constant `id` (a weight view or inline values) as a host tensor of its dtype and static shape.
 HostTensor constant_tensor(const graph::Graph& g, std::int32_t id);
 

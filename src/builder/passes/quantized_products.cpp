@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/numeric.hpp"
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
+#include "builder/passes/conv_attrs.hpp"
 #include "builder/passes/passes.hpp"
 #include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
@@ -56,15 +57,8 @@ constexpr std::int64_t kMinQuantizedConvChannels = 16;
 // front of: fuse_quantized_outputs).
 bool is_blocked_i8_stem(const graph::Graph& g, const TensorUses& uses, const graph::Layer& conv, DataType type) {
   if (type != DataType::kI8) return false;
-  const graph::AttrReader attrs(conv.attrs, conv.name, conv.op);
-  const auto pair = [&](const char* name, std::int64_t fallback) {
-    std::vector<std::int64_t> v = attrs.get_ints(name, std::vector<std::int64_t>{});
-    return v.empty() ? std::vector<std::int64_t>{fallback, fallback} : v;
-  };
-  if (attrs.get_int("groups", 1) != 1 || pair("stride", 1) != std::vector<std::int64_t>{2, 2} ||
-      pair("dilation", 1) != std::vector<std::int64_t>{1, 1}) {
-    return false;
-  }
+  const Conv2dAttrs attrs = conv2d_attrs(conv);
+  if (attrs.groups != 1 || !attrs.stride2_undilated()) return false;
   const Dims w = g.static_dims(conv.inputs[1]), y = g.static_dims(conv.outputs[0]);
   if (w.rank() != 4 || w[2] < 5 || w[2] > 7 || w[3] < 5 || w[3] > 7) return false;
   if (y.rank() != 4 || y[2] <= 0 || y[3] <= 0 || y[2] % 2 != 0 || y[3] % 2 != 0) return false;
@@ -139,11 +133,6 @@ Network lower_quantized_products(const Network& network, WeightPool& pool) {
 }
 
 namespace {
-
-// A quantize by one constant scale (a scalar).
-bool quantizes_per_tensor(const graph::Graph& g, const graph::Layer& layer) {
-  return layer.op == "quantize" && is_constant(g, layer.inputs[1]) && g.tensor(layer.inputs[1]).shape.empty();
-}
 
 // The quantize a layer can take into its epilogue, when there is one: for a quantized_linear, quantized_conv or
 // max_pool2d the only reader of its float result (quantizing a maximum is the maximum of the quantized values: the

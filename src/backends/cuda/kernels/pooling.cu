@@ -140,42 +140,12 @@ __device__ __forceinline__ PoolStore<T, kOut> pool_result(Accum<T> best, float s
   }
 }
 
-// The window of output (oy, ox) clipped to the input; the shape rules leave at least one input in every window.
-// Padding never wins; NaN propagates (the last NaN seen is kept), as the CPU reference.
+// Element i of y [N, OH, OW, C] channels last, or of y [N·C, OH, OW] (NCHW, each plane an image of one channel: the
+// launch passes s.channels = 1): the window of output (oy, ox) clipped to the input (the shape rules leave at least one
+// input in every window). Padding never wins; NaN propagates (the last NaN seen is kept), as the CPU reference.
 template <typename T, typename I, PoolOut kOut>
-__global__ void max_pool_kernel(const T* __restrict__ x, PoolStore<T, kOut>* __restrict__ y, PoolShape s,
-                                const float* __restrict__ scale) {
-  using A = Accum<T>;
-  const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
-  const I total = static_cast<I>(s.planes * s.oh * s.ow);
-  const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
-  const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
-  const I ph = static_cast<I>(s.ph), pw = static_cast<I>(s.pw);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I ox = i % ow;
-    const I t = i / ow;
-    const I oy = t % oh;
-    const I p = t / oh;
-    const I h0 = oy * sh - ph, w0 = ox * sw - pw;
-    const I hb = max_i<I>(h0, 0), he = min_i<I>(h0 + kh, h);
-    const I wb = max_i<I>(w0, 0), we = min_i<I>(w0 + kw, w);
-    const T* xp = x + p * h * w;
-    A best = -kernels::math::infinity<A>();
-    for (I ih = hb; ih < he; ++ih) {
-      for (I iw = wb; iw < we; ++iw) {
-        const A v = load(xp, ih * w + iw);
-        if (v > best || v != v) best = v;
-      }
-    }
-    y[i] = pool_result<T, kOut>(best, q);
-  }
-}
-
-// Channels last: element i of y [N, OH, OW, C]; the same window rule and NaN handling.
-template <typename T, typename I, PoolOut kOut>
-__global__ void max_pool_nhwc_kernel(const T* __restrict__ x, PoolStore<T, kOut>* __restrict__ y, PoolShape s,
-                                     const float* __restrict__ scale) {
+__global__ void max_pool_direct_kernel(const T* __restrict__ x, PoolStore<T, kOut>* __restrict__ y, PoolShape s,
+                                       const float* __restrict__ scale) {
   using A = Accum<T>;
   const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
   const I total = static_cast<I>(s.planes * s.oh * s.ow);
@@ -330,7 +300,7 @@ __global__ void avg_pool_kernel(const T* __restrict__ x, T* __restrict__ y, Pool
   }
 }
 
-enum class PoolKernel { kMax, kMaxNhwc, kMaxNhwcWords, kAvg };
+enum class PoolKernel { kMaxNchw, kMaxNhwc, kMaxNhwcWords, kAvg };
 
 // The direct kernels' plan: the geometry and the kernel of the dtype, layout and index width.
 struct PoolPlan {
@@ -346,14 +316,16 @@ void launch_pool_typed(const StepLaunch& launch, const PoolPlan& plan) {
   auto* y = static_cast<PoolStore<T, kOut>*>(launch.outputs.at(0).data);
   // `quantize_to`: the output scale (input 1), read on the device.
   const float* scale = kOut == PoolOut::kNone ? nullptr : static_cast<const float*>(launch.inputs.at(1).data);
-  if constexpr (kKernel == PoolKernel::kMax) {
-    max_pool_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
+  if constexpr (kKernel == PoolKernel::kMaxNchw) {
+    PoolShape planes = plan.s;  // each of the N·C planes an image of one channel
+    planes.channels = 1;
+    max_pool_direct_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, planes, scale);
   } else if constexpr (kKernel == PoolKernel::kMaxNhwc) {
-    max_pool_nhwc_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
+    max_pool_direct_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
   } else if constexpr (kKernel == PoolKernel::kMaxNhwcWords) {
     using Word = PoolWord<T, kOut>;
     if (kernels::pointer_alignment(x, 16) < 16 || kernels::pointer_alignment(y, sizeof(Word)) < sizeof(Word)) {
-      max_pool_nhwc_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
+      max_pool_direct_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
     } else {
       max_pool_nhwc_words_kernel<T, I, kOut><<<plan.words_grid, kThreads, 0, launch.stream>>>(
           reinterpret_cast<const uint4*>(x), reinterpret_cast<Word*>(y), plan.s, scale);
@@ -373,7 +345,7 @@ PoolLauncher pool_launcher(bool index32) {
 
 template <typename T, PoolOut kOut>
 PoolLauncher max_pool_launcher(const StepLaunch& launch, bool words, bool index32) {
-  return !channels_last(launch) ? pool_launcher<T, PoolKernel::kMax, kOut>(index32)
+  return !channels_last(launch) ? pool_launcher<T, PoolKernel::kMaxNchw, kOut>(index32)
          : words                ? pool_launcher<T, PoolKernel::kMaxNhwcWords, kOut>(index32)
                                 : pool_launcher<T, PoolKernel::kMaxNhwc, kOut>(index32);
 }
