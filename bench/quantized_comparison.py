@@ -7,10 +7,10 @@ torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
 
     python3 bench/quantized_comparison.py --cli .device/build/tools/cli/tensoracle --out $OUT/quantized \
         [--models bert,bert_large,resnet50] [--types i8,f8e4m3] [--batch 32] [--image-batch 256] [--no-compile]
-        [--no-quantize-residuals]
+        [--no-quantize-residuals] [--calib-target cuda|cpu]
 
 The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders at --batch, ResNet-50 at --image-batch).
-Calibration runs on the CPU reference: --calib-batches batches of --calib-size N(0, 1) inputs (the encoders' hidden
+Calibration runs the float network on the GPU (--calib-target cpu: on the CPU reference): --calib-batches batches of --calib-size N(0, 1) inputs (the encoders' hidden
 states, or images), --method percentile 99.99 for i8 and max for f8e4m3 unless --method is given; ResNet-50 with
 --quantize-residuals (docs/precision.md's recipe); its stem (conv1) quantized for i8 (the engine runs an i8 stem
 before a max pool quantized) and left float for f8e4m3 (cuDNN's e4m3 stem is slower than f16; --float-stem leaves
@@ -80,6 +80,8 @@ def main() -> int:
                    help="calibrate ResNet-50 with --quantize-residuals (default: yes)")
     p.add_argument("--float-stem", action="store_true",
                    help="calibrate ResNet-50 with --skip conv1 for every type (default: for f8e4m3 only)")
+    p.add_argument("--calib-target", default="cuda",
+                   help="where tensoracle calibrate runs the float network: cuda (default) or cpu (the CPU reference)")
     p.add_argument("--iterations", type=int, default=200)
     a = p.parse_args()
     from safetensors.torch import load_file, save_file
@@ -133,11 +135,12 @@ def main() -> int:
             qnet = work / f"net_{qtype}.json"
             t0 = time.perf_counter()
             report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
-                                     "--ops", "conv" if image else "linear", "-q"]
+                                     "--ops", "conv" if image else "linear", "--target", a.calib_target, "-q"]
                                     + (["--quantize-residuals"] if image and a.quantize_residuals else [])
                                     + (["--skip", "conv1"] if image and (a.float_stem or qtype != "i8") else [])
                                     + [x for b in batches for x in ("-b", b)], log))
-            variants.append((qtype, qnet, {"method": method, "seconds": time.perf_counter() - t0,
+            variants.append((qtype, qnet, {"method": method, "target": a.calib_target,
+                                           "seconds": time.perf_counter() - t0,
                                            "activations": len(report.get("activations", [])),
                                            "weights": len(report.get("quantized_weights", []))}))
         for name, net, calibration in variants:
@@ -195,6 +198,9 @@ def main() -> int:
                   + " | "
                   f"{(row['weights_bytes'] or 0) / 2**20:.1f} | {row['quantized_steps']} |")
             print(f"|   time by op: {json.dumps(row['ms_by_op'])} |")
+            if row.get("calibration"):
+                c = row["calibration"]
+                print(f"|   calibration: {c['method']} on {c['target']}, {c['seconds']:.1f} s, build {row['build_s']:.1f} s |")
         print(f"torch fp16 eager rel-L2 vs fp32: {rec['torch_fp16']['accuracy']['rel_l2']:.2e}")
     (out / "results.json").write_text(json.dumps(results, indent=1))
     return 0

@@ -12,7 +12,6 @@ source scripts/device-env.sh  # LD_LIBRARY_PATH (machine_ld_path keeps the machi
 export TENSORACLE_SAFETENSORS_REWRITE="$PWD/$build/tests/safetensors_rewrite"
 export TENSORACLE_FLOAT_REFS_DIR="$PWD/$build/float_refs_device"
 export TENSORACLE_CACHE_OPEN_CHILD="$PWD/$build/tests/cache_open_child"
-export TENSORACLE_TEST_PLUGIN="$PWD/$build/tests/plugins/libtensoracle_test_plugin.so"
 export TENSORACLE_EXAMPLE_PLUGIN="$PWD/$build/examples/libtensoracle_example_cubin_plugin.so"
 summary=()
 step() {  # step NAME COMMAND...: runs a step, logs it, records pass/fail

@@ -4,8 +4,10 @@
 # of PERF_SANITIZE under compute-sanitizer's memcheck and racecheck), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
 # within PERF_BUDGET_S seconds, then bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default,
-# skips it). PERF_CONFORMANCE_FIRST (a -k expression, empty by default) runs those conformance cases again with every
-# step on its first candidate (--no-timing). Logs and results go to $OUT; a summary is printed last.
+# skips it). PERF_PYTEST (a pytest -k expression over tests/python/test_calibrate.py and test_engine_cli.py, the CLI
+# tests with GPU halves; empty, the default, skips them) runs those tests first. PERF_CONFORMANCE_FIRST (a -k
+# expression, empty by default) runs those conformance cases again with every step on its first candidate
+# (--no-timing). Logs and results go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/tensoracle-gpu-perf}
@@ -17,6 +19,12 @@ conformance=${PERF_CONFORMANCE-linear or conv or pad}
 kernels=${PERF_KERNELS-linear,linear_gelu_erf,stem_conv,patch_conv}
 models=${PERF_MODELS-bert,resnet50,vit_b16}
 summary=()
+if [[ -n ${PERF_PYTEST:-} ]]; then
+  timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_calibrate.py tests/python/test_engine_cli.py \
+    -k "$PERF_PYTEST" >"$out/pytest.log" 2>&1
+  summary+=("pytest (-k '$PERF_PYTEST'): rc $? $(tail -n 1 "$out/pytest.log")")
+  grep -E '^(FAILED|ERROR)|SKIPPED' "$out/pytest.log" | head -20
+fi
 if [[ -n ${PERF_UNIT:-CudaFusedLinear.*} ]]; then
   timeout 150 "$build/tests/tensoracle_cuda_tests" --gtest_filter="${PERF_UNIT:-CudaFusedLinear.*}" >"$out/unit.log" 2>&1
   summary+=("unit (${PERF_UNIT:-CudaFusedLinear.*}): rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/unit.log" | tr '\n' ' ')")
@@ -44,8 +52,9 @@ if [[ -n ${PERF_SANITIZE:-} ]]; then
   done
 fi
 if [[ -n $kernels ]]; then
-  timeout 150 python3 bench/kernel_profile.py --cli "$TENSORACLE_CLI" --out /tmp/kernel_profile --only "$kernels" \
-    >"$out/kernels.log" 2>&1
+  # PERF_KERNELS_ARGS: more kernel_profile.py arguments (e.g. --ncu --pipes).
+  timeout 200 python3 bench/kernel_profile.py --cli "$TENSORACLE_CLI" --out /tmp/kernel_profile --only "$kernels" \
+    ${PERF_KERNELS_ARGS:-} >"$out/kernels.log" 2>&1
   summary+=("kernel_profile: rc $?")
 fi
 if [[ -n $models ]]; then

@@ -1,4 +1,5 @@
-// Calibration for explicit quantization: runs a float network on caller batches on the CPU reference, collects the
+// Calibration for explicit quantization: runs a float network on caller batches (on the CPU reference, or as an fp32
+// engine on a CUDA GPU), collects the
 // range of every activation that a matrix product or convolution reads, and gives the network back with
 // quantize/dequantize layers (and quantized weights) inserted at the chosen scales.
 #pragma once
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensoracle/builder.hpp"
 #include "tensoracle/host_tensor.hpp"
 #include "tensoracle/network.hpp"
 
@@ -42,6 +44,11 @@ struct CalibrationOptions {
   // result can stay quantized for the next block (docs/precision.md).
   bool quantize_residuals = false;
   int histogram_bins = 2048;  // even, at least 128
+  // Where the float network runs on the batches: the CPU reference (Target::cpu(), the default), or a CUDA device
+  // (Target::cuda(n)), where the network is built once as an fp32 engine with every calibrated activation an output
+  // (each step on its first kernel, no timing; built again when a batch has other input shapes) and the activations
+  // come back to the host for the histograms. Both give the same ranges up to the f32 rounding of the sums.
+  Target target;
 };
 
 // One calibrated activation: a tensor that quantized layers read.
@@ -71,7 +78,9 @@ class Calibrator {
   Calibrator(const Calibrator&) = delete;
   Calibrator& operator=(const Calibrator&) = delete;
 
-  // Runs the network on one batch (every input by name, as run_reference takes them) and records the activations.
+  // Runs the network on one batch (every input by name, as run_reference takes them) on options().target and records
+  // the activations. On a CUDA target the first batch (and one of new input shapes) builds the engine first; CudaError
+  // when the device can't be used, UnsupportedError in a build without the CUDA backend.
   void add_batch(const std::map<std::string, HostTensor>& inputs);
   std::size_t batches() const noexcept;
 

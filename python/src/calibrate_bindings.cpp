@@ -74,7 +74,8 @@ void bind_calibrate(nb::module_& m) {
           "__init__",
           [](PyCalibrator* self, nb::object network, const std::string& method, double percentile, nb::object quantized,
              bool activations, bool per_channel_weights, const std::vector<std::string>& ops,
-             const std::vector<std::string>& skip_layers, int bins, bool quantize_residuals) {
+             const std::vector<std::string>& skip_layers, int bins, bool quantize_residuals,
+             const std::string& target) {
             CalibrationOptions options;
             options.method = parse_calibration_method(method);
             options.percentile = percentile;
@@ -85,12 +86,13 @@ void bind_calibrate(nb::module_& m) {
             options.skip_layers = skip_layers;
             options.histogram_bins = bins;
             options.quantize_residuals = quantize_residuals;
+            options.target = Target::parse(target);
             PyNetwork* py = nb::cast<PyNetwork*>(network);
             new (self) PyCalibrator{network, py, std::make_unique<Calibrator>(py->get(), options)};
           },
           nb::arg("network"), nb::arg("method"), nb::arg("percentile"), nb::arg("quantized"), nb::arg("activations"),
           nb::arg("per_channel_weights"), nb::arg("ops"), nb::arg("skip_layers"), nb::arg("bins"),
-          nb::arg("quantize_residuals") = false)
+          nb::arg("quantize_residuals") = false, nb::arg("target") = "cpu")
       .def(
           "add_batch",
           [](PyCalibrator& self, const std::vector<BatchTensor>& tensors) {

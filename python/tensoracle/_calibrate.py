@@ -1,4 +1,5 @@
-"""tensoracle.Calibrator: calibration for explicit quantization on the CPU reference (docs/precision.md)."""
+"""tensoracle.Calibrator: calibration for explicit quantization on the CPU reference or a CUDA GPU
+(docs/precision.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 class Calibrator:
-    """Runs a float Network on calibration batches on the CPU reference, chooses a scale for every activation that a
+    """Runs a float Network on calibration batches (on the CPU reference, or with target="cuda" / "cuda:N" as an fp32
+    engine on that GPU; "auto": the first GPU, else the CPU), chooses a scale for every activation that a
     matrix product or convolution reads, and gives the network back with quantize -> dequantize layers there and its
     weights quantized.
 
@@ -23,7 +25,9 @@ class Calibrator:
     channel (else one per weight). ops: the layers whose inputs are quantized; skip_layers: layer names left in float.
     quantize_residuals=True also quantizes the residual input of residual adds (a convolution's or linear's result
     plus an earlier activation), TensorRT's placement for CNN blocks: the quantized convolution then reads its residual
-    quantized and its result stays quantized for the next block.
+    quantized and its result stays quantized for the next block. On a GPU target the first batch builds the engine
+    (every calibrated activation an output, each step on its first kernel) and a batch of other input shapes builds it
+    again; the activations come back to the host for the histograms.
     The network must not be handed to open_engine while the calibrator uses it.
     """
 
@@ -40,10 +44,12 @@ class Calibrator:
         skip_layers: Iterable[str] = (),
         bins: int = 2048,
         quantize_residuals: bool = False,
+        target: str = "cpu",
     ) -> None:
         self._calibrator = _tensoracle._Calibrator(
             network, method, float(percentile), dtype, bool(activations), bool(per_channel_weights),
-            [str(o) for o in ops], [str(s) for s in skip_layers], int(bins), bool(quantize_residuals))
+            [str(o) for o in ops], [str(s) for s in skip_layers], int(bins), bool(quantize_residuals),
+            str(target))
 
     def add_batch(self, inputs: Mapping[str, Any]) -> None:
         """Runs the network on one batch (every input by name: NumPy arrays or anything np.asarray takes, with the

@@ -1,5 +1,5 @@
-// The Calibrator: activation ranges over caller batches on the CPU reference, weight scales, and the network with
-// quantize/dequantize layers inserted (calibrate.hpp).
+// The Calibrator: activation ranges over caller batches (on the CPU reference or a CUDA engine), weight scales, and the
+// network with quantize/dequantize layers inserted (calibrate.hpp).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,6 +16,7 @@
 #include "builder/graph_rewriter.hpp"
 #include "builder/passes/constant_data.hpp"
 #include "calibrate/abs_histogram.hpp"
+#include "calibrate/probe_runner.hpp"
 #include "core/posix_file.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
@@ -107,6 +108,7 @@ struct Calibrator::State {
   std::vector<calibrate::AbsHistogram> histograms;  // per activation
   Network probe;                                    // the network with every activation also an output
   std::vector<std::string> probe_names;             // each activation's name among the probe's outputs
+  std::unique_ptr<calibrate::ProbeRunner> runner;   // runs the probe on options.target
   std::size_t batches = 0;
 
   State(const Network& net, CalibrationOptions opts) : g(graph::graph_of(net)), options(std::move(opts)) {}
@@ -182,6 +184,7 @@ Calibrator::Calibrator(const Network& network, CalibrationOptions options)
     }
     s.histograms.emplace_back(o.histogram_bins);
   }
+  s.runner = std::make_unique<calibrate::ProbeRunner>(s.probe, o.target);
 }
 
 Calibrator::~Calibrator() = default;
@@ -192,7 +195,7 @@ void Calibrator::add_batch(const std::map<std::string, HostTensor>& inputs) {
     ++s.batches;
     return;
   }
-  std::map<std::string, HostTensor> outputs = run_reference(s.probe, inputs);
+  std::map<std::string, HostTensor> outputs = s.runner->run(inputs);
   for (std::size_t a = 0; a < s.activations.size(); ++a) {
     const std::string& name = s.probe_names[a];
     auto it = outputs.find(name);

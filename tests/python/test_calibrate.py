@@ -364,6 +364,46 @@ def test_quantize_residuals_quantizes_a_residual_blocks_input_once_for_the_conv_
     assert float((got - want).norm() / want.norm()) < 1e-5
 
 
+def gpu_available():
+    return "GPU 0:" in run("--version").stdout
+
+
+def test_cuda_target_gives_pytorchs_ranges_and_the_cpu_targets_network(tmp_path):
+    """--target cuda runs the float network as an fp32 engine on the GPU (built again for the batch of other rows):
+    the ranges are PyTorch's over every batch, and the network written is the CPU target's (same layers, same quantized
+    weights, scales equal up to the f32 rounding of the sums). Without a GPU the command fails naming CUDA and writes
+    nothing; the rest of the test then needs a GPU (it runs on the device, scripts/gpu-perf.sh PERF_PYTEST)."""
+    model = Mlp()
+    net = write_network(tmp_path, model)
+    files, data = batches(tmp_path, 2, rows=5)
+    (tmp_path / "more").mkdir()
+    more, more_data = batches(tmp_path / "more", 1, seed=1, rows=7)
+    args = ["calibrate", net, "--method", "max", "-q"] + [a for f in files + more for a in ("--batch", f)]
+    if not gpu_available():
+        if os.environ.get("TENSORACLE_REQUIRE_GPU") == "1":
+            pytest.fail("TENSORACLE_REQUIRE_GPU=1 but no GPU is visible")
+        p = run(*args, "-o", tmp_path / "gpu.json", "--target", "cuda", check=False)
+        assert p.returncode == 1 and "cuda" in p.stderr.lower(), p.stderr
+        assert not (tmp_path / "gpu.json").exists() and not (tmp_path / "gpu.safetensors").exists()
+        pytest.skip("no GPU: --target cuda fails cleanly here; the ranges on the GPU are checked on a GPU machine")
+    gpu = json.loads(run(*args, "-o", tmp_path / "gpu.json", "--target", "cuda").stdout)
+    cpu = json.loads(run(*args, "-o", tmp_path / "cpu.json").stdout)
+    assert gpu["target"] == "cuda:0" and cpu["target"] == "cpu" and gpu["batches"] == 3
+    acts = {a["tensor"]: a for a in gpu["activations"]}
+    on_cpu = {a["tensor"]: a for a in cpu["activations"]}
+    for name, values in activations(model, data + more_data).items():
+        assert acts[name]["max_abs"] == pytest.approx(values.max(), rel=1e-5), name
+        assert acts[name]["values"] == values.size, name
+        assert acts[name]["scale"] == pytest.approx(on_cpu[name]["scale"], rel=1e-5), name
+    gpu_net, cpu_net = (json.loads((tmp_path / f"{t}.json").read_text()) for t in ("gpu", "cpu"))
+    assert [(l["op"], l["inputs"]) for l in gpu_net["layers"]] == [(l["op"], l["inputs"]) for l in cpu_net["layers"]]
+    gq, cq = load_file(str(tmp_path / "gpu.safetensors")), load_file(str(tmp_path / "cpu.safetensors"))
+    assert sorted(gq) == sorted(cq)
+    for name in gq:
+        if name.endswith(".quantized"):
+            assert torch.equal(gq[name], cq[name]), name
+
+
 def test_errors_name_the_problem(tmp_path):
     model = Mlp()
     net = write_network(tmp_path, model)
@@ -375,6 +415,8 @@ def test_errors_name_the_problem(tmp_path):
     assert p.returncode == 1 and "entropy" in p.stderr
     p = run("calibrate", net, "-o", tmp_path / "q.json", "--batch", files[0], "--method", "median", check=False)
     assert p.returncode == 1 and "median" in p.stderr
+    p = run("calibrate", net, "-o", tmp_path / "q.json", "--batch", files[0], "--target", "tpu", check=False)
+    assert p.returncode == 1 and "target 'tpu'" in p.stderr
     save_file({"x": torch.randn(5, 16)}, str(tmp_path / "partial.safetensors"))
     p = run("calibrate", net, "-o", tmp_path / "q.json", "--batch", tmp_path / "partial.safetensors", check=False)
     assert p.returncode == 1 and "img" in p.stderr

@@ -30,6 +30,7 @@ struct CalibrateOptions {
   std::vector<std::string> skip;
   bool quantize_residuals = false;
   int bins = 2048;
+  std::string target = "cpu";
   bool quiet = false;
 };
 
@@ -48,6 +49,7 @@ int calibrate(const CalibrateOptions& o) {
   options.skip_layers = o.skip;
   options.quantize_residuals = o.quantize_residuals;
   options.histogram_bins = o.bins;
+  options.target = Target::parse(o.target);
   if (options.activations && o.batches.empty()) {
     throw InvalidArgumentError(
         "give calibration batches with --batch FILE.safetensors (or quantize weights only with "
@@ -72,6 +74,7 @@ int calibrate(const CalibrateOptions& o) {
   report["method"] = std::string(to_string(options.method));
   report["type"] = o.type;
   report["batches"] = calibrator.batches();
+  report["target"] = options.target.to_string();
   nlohmann::json activations = nlohmann::json::array();
   if (options.activations) {
     for (const ActivationRange& r : calibrator.activation_ranges()) {
@@ -104,8 +107,9 @@ void add_calibrate_command(CLI::App& app, Action& action) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "Calibrate a float network for explicit quantization (docs/precision.md): run it on the CPU reference over "
-      "calibration batches, choose a scale for every activation that a matrix product or convolution reads, and write "
+      "Calibrate a float network for explicit quantization (docs/precision.md): run it over calibration batches (on "
+      "the CPU reference, or with --target cuda as an fp32 engine on the GPU), choose a scale for every activation "
+      "that a matrix product or convolution reads, and write "
       "the network with quantize -> dequantize layers inserted there and its weights quantized (a network JSON, and "
       "beside it a safetensors file of the quantized weights and scales).");
   cmd->add_option("NETWORK", o->network, "float network JSON file")->required();
@@ -134,11 +138,17 @@ void add_calibrate_command(CLI::App& app, Action& action) {
                 "residual quantized and its result stays quantized for the next block");
   cmd->add_option("--bins", o->bins, "histogram bins of |x| per activation (even, at least 128)")
       ->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "where the float network runs on the batches: cpu (the CPU reference), cuda[:N] (built once as an "
+                  "fp32 engine on that GPU, every calibrated activation an output; built again for a batch of other "
+                  "input shapes) or auto (the first GPU, else the CPU)")
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "no progress messages");
   cmd->footer(
       "Prints a JSON report: the files written, each activation's largest |x|, chosen clip (amax) and scale, and each "
-      "quantized weight's channel count and scale range. Exit status: 0 written; 1 invalid network, batch or option "
-      "value, unreadable file; 2 invalid usage.");
+      "quantized weight's channel count and scale range, and the target the batches ran on. Exit status: 0 written; 1 "
+      "invalid network, batch or option value, unreadable file, a GPU target that can't be used (nothing is written "
+      "then); 2 invalid usage.");
   cmd->callback([&action, o] { action = [o] { return calibrate(*o); }; });
 }
 

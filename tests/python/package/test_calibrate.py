@@ -81,6 +81,8 @@ def test_errors():
         tensoracle.Calibrator(net, method="entropy", dtype="f8e4m3")
     with pytest.raises(tensoracle.InvalidArgumentError, match="median"):
         tensoracle.Calibrator(net, method="median")
+    with pytest.raises(tensoracle.InvalidArgumentError, match="target 'tpu'"):
+        tensoracle.Calibrator(net, target="tpu")
     calibrator = tensoracle.Calibrator(net)
     with pytest.raises(tensoracle.InvalidArgumentError, match="no batch"):
         calibrator.activation_ranges()
@@ -89,3 +91,32 @@ def test_errors():
     weight_only = tensoracle.Calibrator(net, activations=False, per_channel_weights=False)
     assert weight_only.activation_ranges() == []
     assert all(len(w["scales"]) == 1 for w in weight_only.weight_scales())
+
+
+def gpu_visible() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def test_a_cuda_target_runs_the_batches_on_the_gpu():
+    """target="cuda": the ranges are NumPy's over batches of two shapes (the engine is built again for the second).
+    Without a GPU, adding a batch raises CudaError (UnsupportedError in a build without CUDA)."""
+    net = network()
+    calibrator = tensoracle.Calibrator(net, target="cuda")
+    xs = [RNG.standard_normal((rows, 8)).astype(np.float32) for rows in (6, 6, 9)]
+    if not gpu_visible():
+        with pytest.raises((tensoracle.CudaError, tensoracle.UnsupportedError)):
+            calibrator.add_batch({"x": xs[0]})
+        return
+    for x in xs:
+        calibrator.add_batch({"x": x})
+    ranges = {r["tensor"]: r for r in calibrator.activation_ranges()}
+    x_all = np.concatenate(xs)
+    assert ranges["x"]["max_abs"] == float(np.abs(x_all).max())
+    hidden = np.maximum(x_all.astype(np.float64) @ W1.T.astype(np.float64) + B1, 0)
+    [a_name] = [n for n in ranges if n != "x"]
+    assert ranges[a_name]["amax"] == pytest.approx(float(hidden.max()), rel=1e-5)
+    assert ranges[a_name]["values"] == hidden.size

@@ -1,5 +1,5 @@
 // CUDA engine tests: results against the CPU reference, two contexts on two streams, CUDA graph capture and replay,
-// plugin layers as CUDA steps.
+// plugin layers as CUDA steps, calibration running the float network as a CUDA engine.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "tensoracle/builder.hpp"
+#include "tensoracle/calibrate.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/logging.hpp"
 #include "tensoracle/plugin_registry.hpp"
@@ -683,6 +685,71 @@ TEST(CudaPlugins, ComputedShapesAndHostOnlyPluginsOnCuda) {
     ADD_FAILURE() << "a host-only plugin was built for CUDA";
   } catch (const UnsupportedError& e) {
     EXPECT_NE(std::string(e.what()).find("has no CUDA implementation"), std::string::npos) << e.what();
+  }
+}
+
+// Calibration on the GPU (CalibrationOptions::target): the ranges over batches of two shapes (the probe engine is built
+// again for the second) against a double-precision computation of the activations, and the same clips as the CPU
+// reference's calibration up to a bin of the histogram.
+TEST(CudaEngine, CalibrationOnTheGpuSeesTheActivationsOfEveryBatch) {
+  REQUIRE_GPU();
+  constexpr std::int64_t kIn = 24, kHidden = 48, kOut = 8;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0F, 1.0F);
+  const auto draw = [&](std::size_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& e : v) e = normal(rng) * scale;
+    return v;
+  };
+  const std::vector<float> w1 = draw(kHidden * kIn, 0.3F), b1 = draw(kHidden, 0.1F), w2 = draw(kOut * kHidden, 0.3F);
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, kIn});
+  Tensor h = net.add_linear(x, net.add_constant_copy(DataType::kF32, {kHidden, kIn}, w1.data(), "w1"),
+                            net.add_constant_copy(DataType::kF32, {kHidden}, b1.data(), "b1"));
+  Tensor a = net.add_activation("gelu", h);
+  net.mark_output(net.add_linear(a, net.add_constant_copy(DataType::kF32, {kOut, kHidden}, w2.data(), "w2")), "y");
+  std::vector<std::map<std::string, HostTensor>> batches;
+  double x_max = 0, a_max = 0;
+  for (std::int64_t rows : {5, 5, 9}) {
+    HostTensor t(DataType::kF32, Dims{rows, kIn});
+    const std::vector<float> v = draw(static_cast<std::size_t>(rows * kIn), 1.0F);
+    std::copy(v.begin(), v.end(), t.data<float>());
+    t.data<float>()[3] *= 12.0F;  // an outlier in every batch
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t j = 0; j < kIn; ++j) x_max = std::max(x_max, std::fabs(double{t.data<float>()[r * kIn + j]}));
+      for (std::int64_t o = 0; o < kHidden; ++o) {
+        double sum = b1[static_cast<std::size_t>(o)];
+        for (std::int64_t j = 0; j < kIn; ++j) {
+          sum += double{t.data<float>()[r * kIn + j]} * w1[static_cast<std::size_t>(o * kIn + j)];
+        }
+        a_max = std::max(a_max, std::fabs(0.5 * sum * (1.0 + std::erf(sum / std::sqrt(2.0)))));
+      }
+    }
+    batches.push_back({{"x", std::move(t)}});
+  }
+  CalibrationOptions on_gpu;
+  on_gpu.method = CalibrationMethod::kPercentile;
+  on_gpu.percentile = 99.0;
+  on_gpu.target = Target::cuda(0);
+  CalibrationOptions on_cpu = on_gpu;
+  on_cpu.target = Target::cpu();
+  Calibrator gpu(net, on_gpu), cpu(net, on_cpu);
+  for (const auto& batch : batches) {
+    gpu.add_batch(batch);
+    cpu.add_batch(batch);
+  }
+  const std::vector<ActivationRange> got = gpu.activation_ranges(), want = cpu.activation_ranges();
+  ASSERT_EQ(got.size(), 2U);
+  ASSERT_EQ(want.size(), 2U);
+  EXPECT_EQ(got[0].tensor, "x");
+  EXPECT_EQ(got[0].max_abs, x_max);  // the inputs come back unchanged
+  EXPECT_NEAR(got[1].max_abs, a_max, 1e-5 * a_max);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].tensor, want[i].tensor);
+    EXPECT_EQ(got[i].values, want[i].values);
+    EXPECT_EQ(got[i].values, static_cast<std::uint64_t>(19 * (i == 0 ? kIn : kHidden)));
+    // A bin of the 2048-bin histogram over a range below 2·max|x|.
+    EXPECT_NEAR(got[i].amax, want[i].amax, 2.0 * 2 * got[i].max_abs / 2048) << got[i].tensor;
   }
 }
 
