@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
+#include "backends/cuda/kernels/gelu_erf_fast.hpp"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::cuda::sm90 {
@@ -64,6 +65,22 @@ struct MultiplyByReciprocal<cutlass::Array<float, N>> {
     cutlass::Array<float, N> out;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) out[i] = value[i] * reciprocal;
+    return out;
+  }
+};
+
+// The erf-GELU of a result quantized next (gelu_erf_fast.hpp: one exp2 and one reciprocal a value, |error| <= 5e-6),
+// for the epilogue's fragments; the float results keep CUTLASS's erff GELU.
+template <class T>
+struct GeluErfQuantized {
+  CUTLASS_HOST_DEVICE float operator()(float value) const { return kernels::gelu_erf_fast(value); }
+};
+template <int N>
+struct GeluErfQuantized<cutlass::Array<float, N>> {
+  CUTLASS_DEVICE cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& value) const {
+    cutlass::Array<float, N> out;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = kernels::gelu_erf_fast(value[i]);
     return out;
   }
 };
@@ -250,8 +267,12 @@ template <typename ElementIn, typename ElementD, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activation activation, int device,
                                                      int sm_count) {
   if (activation == Activation::kGeluErf) {
-    return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::GELU, kBuilt...>(config, device,
-                                                                                                      sm_count);
+    if constexpr (!std::is_same_v<ElementD, cutlass::half_t>) {  // a result quantized next
+      return make_typed_quantized_gemm<ElementIn, ElementD, GeluErfQuantized, kBuilt...>(config, device, sm_count);
+    } else {
+      return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::GELU, kBuilt...>(config, device,
+                                                                                                        sm_count);
+    }
   }
   if (activation != Activation::kNone) return nullptr;  // relu: built for the quantized residual products only
   return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::Identity, kBuilt...>(config, device,

@@ -940,7 +940,7 @@ __global__ void space_to_depth_kernel(const W* __restrict__ in, V* __restrict__ 
   using E = SpaceToDepthElement<W, kQ>;
   constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(E));
   const float q = kQ == SpaceToDepthOut::kCopy ? 1.0F : *scale;
-  const float reciprocal = __frcp_rn(q);
+  const float reciprocal = quantize_rounding::i8_reciprocal(q);
   for (Index t = global_thread<Index>(); t < words; t += grid_threads<Index>()) {
     const Index o = t * kOut;
     Index n, k0, i, j0;

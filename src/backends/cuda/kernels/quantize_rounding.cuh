@@ -116,10 +116,20 @@ __device__ __forceinline__ std::uint8_t quantize_one_f32(TIn xv, float s) {
   }
 }
 
-// The same i8 as quantize_one_f32 with a multiplication instead of the division: q = x · fl(1/scale) is within
-// 2^-22 of x / scale relatively (two roundings of 2^-24), so below 256 in magnitude within 2^-14 absolutely, and it
-// rounds to the same integer unless it lies within 2^-12 of a midpoint k + 0.5 (then the division decides, as
-// quantize_one_f32 does, for NaN and infinities too). From 256 up both saturate.
+// The reciprocal quantize_i8_by_reciprocal multiplies by: 1/scale rounded to nearest, or NaN (which sends every value
+// to the division) when that is not a normal f32 (a zero, infinite or NaN scale, or one above 2^126 whose reciprocal
+// would be subnormal and lose the relative precision the argument below needs). Once per thread.
+__device__ __forceinline__ float i8_reciprocal(float scale) {
+  const float r = __frcp_rn(scale);
+  const float a = fabsf(r);
+  return a >= 0x1p-126F && a < INFINITY ? r : __int_as_float(0x7FC00000);
+}
+
+// The same i8 as quantize_one_f32 with a multiplication instead of the division, `reciprocal` from i8_reciprocal:
+// q = x · fl(1/scale) is within 2^-22 of x / scale relatively (two roundings of 2^-24), so below 256 in magnitude
+// within 2^-14 absolutely, and it rounds to the same integer unless it lies within 2^-12 of a midpoint k + 0.5 (then
+// the division decides, as quantize_one_f32 does, for NaN and infinities too, and for a NaN reciprocal). From 256 up
+// both saturate.
 template <typename TIn>
 __device__ __forceinline__ std::uint8_t quantize_i8_by_reciprocal(TIn xv, float s, float reciprocal) {
   const float q = static_cast<float>(xv) * reciprocal;
