@@ -42,10 +42,13 @@ if [[ -n ${PERF_CONFORMANCE_FIRST:-} ]]; then
   summary+=("conformance on cuda, first candidates (-k '$PERF_CONFORMANCE_FIRST'): rc $? $(tail -n 1 "$out/conformance_first.log")")
   grep -E '^FAILED' "$out/conformance_first.log" | head -20
 fi
-# PERF_SANITIZE: a pytest -k expression of conformance cases to run under compute-sanitizer memcheck and racecheck.
+# PERF_SANITIZE: a pytest -k expression of conformance cases to run under compute-sanitizer memcheck and racecheck
+# (PERF_SANITIZE_TOOLS, both by default), each within PERF_SANITIZE_TIMEOUT_S seconds (150; racecheck of the CUTLASS
+# products needs more).
 if [[ -n ${PERF_SANITIZE:-} ]]; then
-  for tool in memcheck racecheck; do
-    TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=$tool timeout 150 python3 -m pytest -q \
+  for tool in ${PERF_SANITIZE_TOOLS:-memcheck racecheck}; do
+    TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=$tool timeout "${PERF_SANITIZE_TIMEOUT_S:-150}" \
+      python3 -m pytest -q \
       -p no:cacheprovider tests/python/test_conformance.py -k "$PERF_SANITIZE" >"$out/$tool.log" 2>&1
     summary+=("$tool (-k '$PERF_SANITIZE'): rc $? $(tail -n 1 "$out/$tool.log")")
     grep -E '^FAILED' "$out/$tool.log" | head -10
