@@ -3,11 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "graph/graph.hpp"
-#include "graph/shape_eval.hpp"
+#include "graph/input_check.hpp"
 #include "tensoracle/engine.hpp"
 #include "tensoracle/error.hpp"
 #include "tensoracle/logging.hpp"
@@ -24,42 +25,16 @@ struct ProbeRunner::Device {
   std::map<std::string, TargetBuffer> buffers;  // by input / output name
 };
 
-ProbeRunner::ProbeRunner(const Network& probe, Target target) : probe_(probe), target_(target) {}
+ProbeRunner::ProbeRunner(const Network& probe, Target target) : probe_(probe), target_(target) { probe_.verify(); }
 
 ProbeRunner::~ProbeRunner() = default;
 
-std::size_t ProbeRunner::engine_builds() const noexcept { return builds_; }
-
 std::map<std::string, HostTensor> ProbeRunner::run(const std::map<std::string, HostTensor>& inputs) {
   if (target_.kind == TargetKind::kCpu) return run_reference(probe_, inputs);
-  probe_.verify();
   const graph::Graph& g = graph::graph_of(probe_);
-  // The checks run_reference makes, so that a bad batch reads the same on every target.
+  const std::vector<Dims> all_shapes = graph::checked_shapes(g, inputs);  // run_reference's checks and messages
   std::map<std::string, Dims> shapes;
-  std::vector<Dims> input_shapes;
-  for (auto id : g.inputs) {
-    const auto& t = g.tensor(id);
-    auto it = inputs.find(t.name);
-    if (it == inputs.end()) {
-      throw InvalidArgumentError(fmt::format("input '{}' is missing; the network needs every input", t.name));
-    }
-    const HostTensor& given = it->second;
-    if (given.dtype != t.dtype) {
-      throw InvalidArgumentError(fmt::format("input '{}' has dtype {}, the network declares {}", t.name,
-                                             to_string(given.dtype), to_string(t.dtype)));
-    }
-    if (!given.shape.is_static() || given.bytes.size() != given.size() * element_size(given.dtype)) {
-      throw InvalidArgumentError(fmt::format("input '{}' holds {} bytes, its shape {} needs {}", t.name,
-                                             given.bytes.size(), given.shape.to_string(),
-                                             given.size() * element_size(given.dtype)));
-    }
-    shapes[t.name] = given.shape;
-    input_shapes.push_back(given.shape);
-  }
-  for (const auto& [name, tensor] : inputs) {
-    if (shapes.count(name) == 0) throw InvalidArgumentError(fmt::format("'{}' is not an input of the network", name));
-  }
-  (void)graph::evaluate_shapes(g, input_shapes);  // the shapes fit the network (GraphError naming the input if not)
+  for (auto id : g.inputs) shapes[g.tensor(id).name] = all_shapes[static_cast<std::size_t>(id)];
 
   if (!device_ || device_->shapes != shapes) {
     device_.reset();  // the previous engine's memory goes before the next one is built
@@ -95,7 +70,6 @@ std::map<std::string, HostTensor> ProbeRunner::run(const std::map<std::string, H
     }
     device->shapes = shapes;
     device_ = std::move(device);
-    ++builds_;
   }
   Device& d = *device_;
   for (const EngineTensor& t : d.engine->inputs()) {

@@ -14,7 +14,7 @@ namespace tensoracle::calibrate {
 
 class ProbeRunner {
  public:
-  // The probe must outlive the runner and stay unchanged. Nothing is built before the first run().
+  // The probe must outlive the runner and stay unchanged; it is verified here. Nothing is built before the first run().
   ProbeRunner(const Network& probe, Target target);
   ~ProbeRunner();
   ProbeRunner(const ProbeRunner&) = delete;
@@ -26,15 +26,11 @@ class ProbeRunner {
   // does for missing, unknown or mismatched inputs, and CudaError / UnsupportedError when the target can't be used.
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
 
-  // Engines built so far (0 on the CPU).
-  std::size_t engine_builds() const noexcept;
-
  private:
   struct Device;
   const Network& probe_;
   Target target_;
   std::unique_ptr<Device> device_;
-  std::size_t builds_ = 0;
 };
 
 }  // namespace tensoracle::calibrate

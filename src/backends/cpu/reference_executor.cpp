@@ -9,7 +9,7 @@
 #include "backends/cpu/kernel_context.hpp"
 #include "backends/cpu/kernels/numeric.hpp"
 #include "graph/graph.hpp"
-#include "graph/shape_eval.hpp"
+#include "graph/input_check.hpp"
 
 namespace tensoracle {
 
@@ -17,31 +17,7 @@ std::map<std::string, HostTensor> run_reference(const Network& network,
                                                 const std::map<std::string, HostTensor>& inputs) {
   network.verify();
   const graph::Graph& g = graph::graph_of(network);
-  std::vector<Dims> input_shapes;
-  for (auto id : g.inputs) {
-    const auto& t = g.tensor(id);
-    auto it = inputs.find(t.name);
-    if (it == inputs.end())
-      throw InvalidArgumentError(fmt::format("input '{}' is missing; the network needs every input", t.name));
-    if (it->second.dtype != t.dtype) {
-      throw InvalidArgumentError(fmt::format("input '{}' has dtype {}, the network declares {}", t.name,
-                                             to_string(it->second.dtype), to_string(t.dtype)));
-    }
-    const HostTensor& given = it->second;
-    if (given.shape.is_static() && given.bytes.size() != given.size() * element_size(given.dtype)) {
-      throw InvalidArgumentError(fmt::format("input '{}' holds {} bytes, its shape {} needs {}", t.name,
-                                             given.bytes.size(), given.shape.to_string(),
-                                             given.size() * element_size(given.dtype)));
-    }
-    input_shapes.push_back(given.shape);
-  }
-  for (const auto& [name, tensor] : inputs) {
-    Tensor t = network.find(name);
-    if (!t.valid() || g.tensor(t.id).kind != graph::TensorKind::kInput) {
-      throw InvalidArgumentError(fmt::format("'{}' is not an input of the network", name));
-    }
-  }
-  const std::vector<Dims> shapes = graph::evaluate_shapes(g, input_shapes);
+  const std::vector<Dims> shapes = graph::checked_shapes(g, inputs);
 
   // Last layer that reads each tensor, so intermediates can be freed.
   std::vector<std::int64_t> last_use(g.tensors.size(), -1);
