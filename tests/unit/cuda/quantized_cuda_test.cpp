@@ -119,11 +119,12 @@ int steps_apart(DataType type, std::uint8_t a, std::uint8_t b) {
   return std::fabs(f8e4m3_bits_to_f32(a) - f8e4m3_bits_to_f32(b)) <= 0x1p-3F ? std::min(steps, 1) : steps;
 }
 
-// gelu_erf(scale[n] · Σ x·w + b[n] + r) over m x n x k quantized operands. An f16 result: returns rel-L2 against
-// double. A result quantized again (`quantized_output`, by output scale 4/127 or 4/448): expects every element within
-// one step of the double value's quantization and returns the fraction not equal to it.
+// gelu_erf(scale[n] · Σ x·w + b[n] + r) over m x n x k quantized operands (r f16, or absent without `with_residual`:
+// the CUTLASS products without C). An f16 result: returns rel-L2 against double. A result quantized again
+// (`quantized_output`, by output scale 4/127 or 4/448): expects every element within one step of the double value's
+// quantization and returns the fraction not equal to it.
 double quantized_linear_error(const std::string& kernel, DataType type, std::int64_t m, std::int64_t n, std::int64_t k,
-                              Binding binding, bool quantized_output = false) {
+                              Binding binding, bool quantized_output, bool with_residual) {
   std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + k));
   std::uniform_int_distribution<int> i8(-127, 127);
   std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
@@ -153,7 +154,7 @@ double quantized_linear_error(const std::string& kernel, DataType type, std::int
   Tensor tw = net.add_constant_copy(type, {n, k}, w.data(), "w");
   Tensor ts = net.add_constant_copy(DataType::kF32, {n}, scale.data(), "s");
   Tensor tb = net.add_constant_copy(DataType::kF16, {n}, bias.data(), "b");
-  Tensor tr = net.add_input("r", DataType::kF16, {m, n});
+  Tensor tr = with_residual ? net.add_input("r", DataType::kF16, {m, n}) : Tensor{};
   const std::vector<float> output_scale = {type == DataType::kI8 ? 4.F / 127 : 4.F / 448};
   std::vector<Tensor> inputs = {tx, tw, ts, tb, tr};
   Attributes attrs = {{"to", std::string("f16")}, {"activation", std::string("gelu_erf")}};
@@ -179,7 +180,7 @@ double quantized_linear_error(const std::string& kernel, DataType type, std::int
   std::vector<DeviceTensor> device_inputs = {
       tensor(type, {m, k}, dx.base, caller), tensor(type, {n, k}, dw.base, false),
       tensor(DataType::kF32, {n}, ds.base, false), tensor(DataType::kF16, {n}, db.base, false),
-      tensor(DataType::kF16, {m, n}, dr.base, caller)};
+      with_residual ? tensor(DataType::kF16, {m, n}, dr.base, caller) : tensor(DataType::kF32, {}, nullptr, false)};
   if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base, false));
   run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, {m, n}, y, caller)},
            {dx.base, dw.base, ds.base, db.base, dr.base, dso.base}, y);
@@ -198,7 +199,7 @@ double quantized_linear_error(const std::string& kernel, DataType type, std::int
       }
       const auto o = static_cast<std::size_t>(i * n + j);
       double v = sum * scale[static_cast<std::size_t>(j)] + f16_bits_to_f32(bias[static_cast<std::size_t>(j)]) +
-                 f16_bits_to_f32(residual[o]);
+                 (with_residual ? f16_bits_to_f32(residual[o]) : 0.0);
       v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440));
       if (quantized_output) {
         const std::uint8_t want = quantize_host(type, v / output_scale[0]);
@@ -225,15 +226,19 @@ struct Entry {
 };
 
 // Every entry (the sm_90 ones on an sm_90 GPU of a build that has them) with fixed, caller and misaligned caller
-// buffers, partial tiles in m and n and several K tiles: quantized_linear_error below `limit(type)`.
+// buffers, partial tiles in m and n and several K tiles, with a residual and without: quantized_linear_error below
+// `limit(type)`.
 template <typename Limit>
 void check_entries(const std::vector<Entry>& entries, std::int64_t n, bool quantized_output, Limit limit) {
   for (const auto& e : entries) {
     if (e.sm90 && (!gpu(true) || find_kernel_entry(e.name) == nullptr)) continue;
-    for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
-      SCOPED_TRACE(std::string(e.name) + " " + std::string(to_string(e.type)) + " binding " +
-                   std::to_string(static_cast<int>(binding)));
-      EXPECT_LT(quantized_linear_error(e.name, e.type, 200, n, 512, binding, quantized_output), limit(e.type));
+    for (bool with_residual : {true, false}) {
+      for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
+        SCOPED_TRACE(std::string(e.name) + " " + std::string(to_string(e.type)) + " binding " +
+                     std::to_string(static_cast<int>(binding)) + (with_residual ? " residual" : " no residual"));
+        EXPECT_LT(quantized_linear_error(e.name, e.type, 200, n, 512, binding, quantized_output, with_residual),
+                  limit(e.type));
+      }
     }
   }
 }
@@ -262,6 +267,7 @@ TEST(CudaQuantizedLinear, EveryEntryQuantizesItsResultAgain) {
           {"quantized_linear_any_tiled", DataType::kI8, false},
           {"quantized_linear_any_tiled", DataType::kF8E4M3, false},
           {"quantized_linear_i8_i8_cutlass_sm90_coop128x256", DataType::kI8, true},
+          {"quantized_linear_i8_i8_cutlass_sm90_pingpong128x128", DataType::kI8, true},
           {"quantized_linear_f8e4m3_f8e4m3_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
       },
       144, true, [](DataType type) { return type == DataType::kI8 ? 1e-3 : 5e-2; });

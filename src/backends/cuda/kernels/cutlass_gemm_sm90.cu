@@ -16,23 +16,22 @@ std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, in
 }
 
 std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation,
-                                               bool quantized_output, int device, int sm_count) {
+                                               bool quantized_output, bool residual, int device, int sm_count) {
   switch (operands) {
     case DataType::kF8E4M3:
       return quantized_output ? make_f8e4m3_requantized_gemm(config, activation, device, sm_count)
                               : make_f8e4m3_quantized_gemm(config, activation, device, sm_count);
     case DataType::kI8:
-      return quantized_output ? make_i8_requantized_gemm(config, activation, device, sm_count)
-                              : make_i8_quantized_gemm(config, activation, device, sm_count);
+      return quantized_output ? make_i8_requantized_gemm(config, activation, residual, device, sm_count)
+                              : make_i8_quantized_gemm(config, activation, residual, device, sm_count);
     default: return nullptr;
   }
 }
 
-std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, DataType residual,
+std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, ResidualC residual,
                                                         Activation activation, int device, int sm_count) {
   if (operands != DataType::kI8 || activation != Activation::kRelu) return nullptr;
-  if (residual != DataType::kI8 && residual != DataType::kF16) return nullptr;
-  return make_i8_residual_gemm(config, residual == DataType::kF16, device, sm_count);
+  return make_i8_residual_gemm(config, residual, device, sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

@@ -99,32 +99,62 @@ using QuantizedOutputCallbacks = cutlass::epilogue::fusion::Sm90EVT<
                                                                float>>,
     cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>>;
 
+// Without C (a product with no residual, whose kernel then reserves no shared memory for C and has the more for its
+// operands' stages): activation(alpha[n] · acc + bias[n]) as ElementAct; for a quantized result that value (in f32)
+// times the reciprocal of the output scale, converted to ElementD.
+template <template <class> class ActivationFn, class ElementAct, class ElementEpi, class Tile>
+using ScaledNoCCallbacks = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<ActivationFn, ElementAct, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float,
+                                               cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, float, float, cute::Stride<cute::_0, bool, int64_t>, 4>,
+        cutlass::epilogue::fusion::Sm90AccFetch,
+        cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, ElementEpi, float,
+                                                    cute::Stride<cute::_0, cute::_1, int64_t>,
+                                                    128 / cutlass::sizeof_bits_v<ElementEpi>>>>;
+template <template <class> class ActivationFn, class ElementD, class ElementEpi, class Tile>
+using QuantizedOutputNoCCallbacks = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<MultiplyByReciprocal, ElementD, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    ScaledNoCCallbacks<ActivationFn, float, ElementEpi, Tile>, cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>>;
+
 // A and B are K-major (A row-major [m, k]; B, the weight [n, k], column-major [k, n]); C and D row-major. The epilogue
 // is activation(beta · C + (alpha · acc + bias[n])) in f32 (beta 1 with a residual C, else 0; alpha 1, or scale[n]
 // when kScaled), D rounded once to ElementOut; or, with an ElementD other than ElementOut (the quantized products'
 // quantized result), that value divided by the output scale and converted to ElementD, bias and C staying ElementOut
-// unless ElementC says otherwise (a quantized residual C, scaled by *c_scale). i8 operands accumulate in i32 (exact),
-// the others in f32.
+// unless ElementC says otherwise (a quantized residual C, scaled by *c_scale; void: no C, for scaled products only).
+// i8 operands accumulate in i32 (exact), the others in f32.
 template <typename ElementIn, typename ElementOut, template <class> class ActivationFn, bool kScaled,
           GemmConfig kConfig, typename ElementD = ElementOut, typename ElementC = ElementOut>
 class CutlassFusedGemm final : public FusedGemm {
   static constexpr int kInBits = cutlass::sizeof_bits<ElementIn>::value;
   static constexpr bool kQuantizedOut = !std::is_same_v<ElementD, ElementOut>;
-  static constexpr bool kQuantizedC = !std::is_same_v<ElementC, ElementOut>;
+  static constexpr bool kNoC = std::is_void_v<ElementC>;
+  static constexpr bool kQuantizedC = !kNoC && !std::is_same_v<ElementC, ElementOut>;
   static_assert(!kQuantizedOut || kScaled, "a quantized result comes from a quantized (scaled) product");
   static_assert(!kQuantizedC || kQuantizedOut, "a quantized residual comes with a quantized result");
+  static_assert(!kNoC || kScaled, "a product without C is a quantized (scaled) one");
   using Traits = ConfigTraits<kConfig, kInBits>;
   using Accumulator = std::conditional_t<std::is_same_v<ElementIn, std::int8_t>, std::int32_t, float>;
   static constexpr int kInAlignment = 128 / kInBits;  // elements in 16 bytes
-  static constexpr int kCAlignment = 128 / cutlass::sizeof_bits<ElementC>::value;
   static constexpr int kDAlignment = 128 / cutlass::sizeof_bits<ElementD>::value;
+  static constexpr int kCAlignment =
+      kNoC ? kDAlignment : 128 / cutlass::sizeof_bits<std::conditional_t<kNoC, ElementD, ElementC>>::value;
   using FusionOp = std::conditional_t<
-      kQuantizedOut, QuantizedOutputCallbacks<ActivationFn, ElementD, ElementOut, ElementC, typename Traits::Tile>,
-      std::conditional_t<kScaled,
-                         cutlass::epilogue::fusion::PerColLinCombPerColBiasEltAct<ActivationFn, ElementOut, float,
-                                                                                  ElementOut, ElementOut, float>,
-                         cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationFn, ElementOut, float, ElementOut,
-                                                                            ElementOut, float>>>;
+      kNoC,
+      std::conditional_t<kQuantizedOut,
+                         QuantizedOutputNoCCallbacks<ActivationFn, ElementD, ElementOut, typename Traits::Tile>,
+                         ScaledNoCCallbacks<ActivationFn, ElementOut, ElementOut, typename Traits::Tile>>,
+      std::conditional_t<
+          kQuantizedOut,
+          QuantizedOutputCallbacks<ActivationFn, ElementD, ElementOut, std::conditional_t<kNoC, ElementOut, ElementC>,
+                                   typename Traits::Tile>,
+          std::conditional_t<kScaled,
+                             cutlass::epilogue::fusion::PerColLinCombPerColBiasEltAct<ActivationFn, ElementOut, float,
+                                                                                      ElementOut, ElementOut, float>,
+                             cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActivationFn, ElementOut, float,
+                                                                                ElementOut, ElementOut, float>>>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Traits::Tile, typename Traits::Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementC, cutlass::layout::RowMajor,
@@ -162,7 +192,7 @@ class CutlassFusedGemm final : public FusedGemm {
     if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > kMax || p.n > kMax || p.k > kMax) return false;
     if (p.k % kInAlignment != 0 || p.n % kCAlignment != 0 || p.n % kDAlignment != 0) return false;
     if ((kScaled && p.scale == nullptr) || (kQuantizedOut && p.output_scale == nullptr)) return false;
-    if (p.c != nullptr && kQuantizedC != (p.c_scale != nullptr)) return false;
+    if (p.c != nullptr && (kNoC || kQuantizedC != (p.c_scale != nullptr))) return false;
     return Adapter::can_implement(arguments(p)) == cutlass::Status::kSuccess;
   }
 
@@ -197,16 +227,29 @@ class CutlassFusedGemm final : public FusedGemm {
         {static_cast<const ElementIn*>(p.a), make_cute_packed_stride(typename Kernel::StrideA{}, {m, k, 1}),
          static_cast<const ElementIn*>(p.b), make_cute_packed_stride(typename Kernel::StrideB{}, {n, k, 1})},
         {{},
-         // Without a residual C is not read (beta 0); D stands in for its address.
-         static_cast<const ElementC*>(p.c != nullptr ? p.c : p.d),
+         // Without a residual C is not read (beta 0, or no C at all); D stands in for its address.
+         static_cast<const ElementC*>(kNoC ? nullptr : (p.c != nullptr ? p.c : p.d)),
          make_cute_packed_stride(typename Kernel::StrideC{}, {m, n, 1}),
          static_cast<ElementD*>(p.d),
          make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1})},
         hardware_};
-    if constexpr (kQuantizedOut) {
+    using RowStride = cute::Stride<cute::_0, bool, std::int64_t>;
+    if constexpr (kNoC) {
+      // The tree's arguments, each node's children first (op_0, op_1, ...): [(1 / output scale) ·] activation(alpha[n]
+      // · acc + bias[n]).
+      const auto set_activation = [&](auto& activation) {
+        activation.op_0.op_0 = {p.scale, 0.0F, RowStride{cute::_0{}, true, 0}};  // alpha, a vector along n
+        activation.op_0.op_2.ptr_row = static_cast<const ElementOut*>(p.bias);
+      };
+      if constexpr (kQuantizedOut) {
+        set_activation(args.epilogue.thread.op_0);
+        args.epilogue.thread.op_1.scalar_ptrs[0] = p.output_scale;
+      } else {
+        set_activation(args.epilogue.thread);
+      }
+    } else if constexpr (kQuantizedOut) {
       // The tree's arguments, each node's children first (op_0, op_1, ...) and the node's own last:
       // activation(beta[n] · C + (alpha[n] · acc + bias[n])) · (1 / output scale).
-      using RowStride = cute::Stride<cute::_0, bool, std::int64_t>;
       auto& divide = args.epilogue.thread;
       auto& lincomb = divide.op_0.op_0;
       // beta, a scalar: 1, 0 without a residual, or a quantized residual's scale read from device memory.
@@ -251,36 +294,38 @@ std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, 
 // the products are promoted into every K tile (CUTLASS's exact FP8 mainloop, not its fast accumulation), which fits a
 // thread's registers with 64 rows per warpgroup: 128x128 and 128x256 cooperative tiles.
 // ElementD: f16 (half_t), or ElementIn for a result quantized again.
-template <typename ElementIn, typename ElementD, template <class> class ActivationFn, GemmConfig... kBuilt>
+// ElementC: f16 (a residual C may be given), or void (none may: the kernel holds no shared memory for C).
+template <typename ElementIn, typename ElementD, typename ElementC, template <class> class ActivationFn,
+          GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, int device, int sm_count) {
   std::unique_ptr<FusedGemm> gemm;
-  ((config == kBuilt
-        ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kBuilt, ElementD>>(
-               device, sm_count),
-           0)
-        : 0),
+  ((config == kBuilt ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kBuilt,
+                                                                 ElementD, ElementC>>(device, sm_count),
+                        0)
+                     : 0),
    ...);
   return gemm;
 }
 
-template <typename ElementIn, typename ElementD, GemmConfig... kBuilt>
+template <typename ElementIn, typename ElementD, typename ElementC, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activation activation, int device,
                                                      int sm_count) {
   if (activation == Activation::kGeluErf) {
     if constexpr (!std::is_same_v<ElementD, cutlass::half_t>) {  // a result quantized next
-      return make_typed_quantized_gemm<ElementIn, ElementD, GeluErfQuantized, kBuilt...>(config, device, sm_count);
+      return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, GeluErfQuantized, kBuilt...>(config, device,
+                                                                                                   sm_count);
     } else {
-      return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::GELU, kBuilt...>(config, device,
-                                                                                                        sm_count);
+      return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, cutlass::epilogue::thread::GELU, kBuilt...>(
+          config, device, sm_count);
     }
   }
   if (activation != Activation::kNone) return nullptr;  // relu: built for the quantized residual products only
-  return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::epilogue::thread::Identity, kBuilt...>(config, device,
-                                                                                                        sm_count);
+  return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, cutlass::epilogue::thread::Identity, kBuilt...>(
+      config, device, sm_count);
 }
 
 // quantized_conv's 1x1 product of `config`: ElementIn operands and D, f16 bias, ElementC residual (ElementIn: scaled
-// by its own scale; f16), relu; the configurations of kBuilt only.
+// by its own scale; f16; void: none), relu; the configurations of kBuilt only.
 template <typename ElementIn, typename ElementC, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_residual_gemm(GemmConfig config, int device, int sm_count) {
   std::unique_ptr<FusedGemm> gemm;
@@ -300,9 +345,12 @@ std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activat
                                                       int sm_count);
 std::unique_ptr<FusedGemm> make_f8e4m3_requantized_gemm(GemmConfig config, Activation activation, int device,
                                                         int sm_count);
-std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
-std::unique_ptr<FusedGemm> make_i8_requantized_gemm(GemmConfig config, Activation activation, int device, int sm_count);
-// ..._int8_residual.cu: an i8 residual (scaled), or an f16 one.
-std::unique_ptr<FusedGemm> make_i8_residual_gemm(GemmConfig config, bool f16_residual, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_i8_quantized_gemm(GemmConfig config, Activation activation, bool residual, int device,
+                                                  int sm_count);
+// The i8 ones without C when `residual` is false.
+std::unique_ptr<FusedGemm> make_i8_requantized_gemm(GemmConfig config, Activation activation, bool residual, int device,
+                                                    int sm_count);
+// ..._int8_residual.cu: an i8 residual (scaled), an f16 one, or none.
+std::unique_ptr<FusedGemm> make_i8_residual_gemm(GemmConfig config, ResidualC residual, int device, int sm_count);
 
 }  // namespace tensoracle::cuda::sm90

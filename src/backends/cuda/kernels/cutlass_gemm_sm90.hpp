@@ -75,6 +75,10 @@ inline DeviceInfo current_device(const std::string& context) {
 // The epilogue's activation.
 enum class Activation { kNone, kRelu, kGeluErf };
 
+// The C operand of a quantized convolution's product: none (the kernel then reserves no shared memory for it), an f16
+// residual, or an i8 one scaled by its own scale.
+enum class ResidualC { kNone, kF16, kI8 };
+
 class FusedGemm {
  public:
   virtual ~FusedGemm() = default;
@@ -99,13 +103,14 @@ std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, in
 // The quantized product of one configuration: i8 or f8e4m3 operands, scale per column, f16 D (bias and C f16 too), or
 // with `quantized_output` D quantized to the operands' type; nullptr for another dtype or a configuration not built for
 // the operands (f16 D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x256 and
-// kCooperative128x128; quantized D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x128).
+// kCooperative128x128; quantized D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x128). Without
+// a `residual` an i8 product is one that takes no C (GemmProblem::c must stay nullptr).
 std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig config, DataType operands, Activation activation,
-                                               bool quantized_output, int device, int sm_count);
-// The quantized product of a 1x1 convolution (quantized_conv): i8 operands and D, f16 bias, relu, and C (may be absent)
-// of `residual` type: i8 (scaled by *c_scale) or f16; nullptr for another dtype, activation or configuration (built:
+                                               bool quantized_output, bool residual, int device, int sm_count);
+// The quantized product of a 1x1 convolution (quantized_conv): i8 operands and D, f16 bias, relu, and C of `residual`
+// kind: none, f16, or i8 (scaled by *c_scale); nullptr for another dtype, activation or configuration (built:
 // kCooperative128x256).
-std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, DataType residual,
+std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataType operands, ResidualC residual,
                                                         Activation activation, int device, int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
@@ -115,11 +120,11 @@ inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataTyp
 }
 inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, DataType /*operands*/,
                                                       Activation /*activation*/, bool /*quantized_output*/,
-                                                      int /*device*/, int /*sm_count*/) {
+                                                      bool /*residual*/, int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 inline std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig /*config*/, DataType /*operands*/,
-                                                               DataType /*residual*/, Activation /*activation*/,
+                                                               ResidualC /*residual*/, Activation /*activation*/,
                                                                int /*device*/, int /*sm_count*/) {
   return nullptr;
 }

@@ -6,8 +6,8 @@ namespace tensoracle::cuda::sm90 {
 
 std::unique_ptr<FusedGemm> make_f8e4m3_requantized_gemm(GemmConfig config, Activation activation, int device,
                                                         int sm_count) {
-  return make_typed_quantized_gemm<cutlass::float_e4m3_t, cutlass::float_e4m3_t, GemmConfig::kCooperative128x128>(
-      config, activation, device, sm_count);
+  return make_typed_quantized_gemm<cutlass::float_e4m3_t, cutlass::float_e4m3_t, cutlass::half_t,
+                                   GemmConfig::kCooperative128x128>(config, activation, device, sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

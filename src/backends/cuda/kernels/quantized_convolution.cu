@@ -277,7 +277,9 @@ QuantizedConvPlan prepare_cutlass(const StepLaunch& launch) {
     launch.attrs->fail(
         fmt::format("the CUTLASS sm_90 products run on compute capability 9.0 GPUs, not {}.{}", gpu.major, gpu.minor));
   }
-  const DataType residual = plan.residual_kind == Residual::kEpilogue ? DataType::kF16 : DataType::kI8;
+  const sm90::ResidualC residual = plan.residual_kind == Residual::kNone       ? sm90::ResidualC::kNone
+                                   : plan.residual_kind == Residual::kEpilogue ? sm90::ResidualC::kF16
+                                                                               : sm90::ResidualC::kI8;
   plan.gemm = sm90::make_quantized_residual_gemm(kConfig, launch.inputs.at(0).dtype, residual, sm90::Activation::kRelu,
                                                  gpu.device, gpu.sm_count);
   if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the convolution");

@@ -195,8 +195,8 @@ CutlassPlan prepare_cutlass(const StepLaunch& launch) {
   if (p.k == 0) launch.attrs->fail("the CUTLASS sm_90 product has no empty sum (weight with 0 columns)");
   const sm90::Activation activation =
       plan.fallback.act == Act::kGeluErf ? sm90::Activation::kGeluErf : sm90::Activation::kNone;
-  plan.gemm =
-      sm90::make_quantized_gemm(kConfig, x.dtype, activation, plan.fallback.quantized_output, gpu.device, gpu.sm_count);
+  plan.gemm = sm90::make_quantized_gemm(kConfig, x.dtype, activation, plan.fallback.quantized_output,
+                                        residual != nullptr, gpu.device, gpu.sm_count);
   if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 quantized product for the dtype");
   p.a = x.data;
   p.b = weight.data;
@@ -297,6 +297,9 @@ void register_quantized_linear_kernels(std::vector<KernelEntry>& kernels) {
           supports_cutlass<DataType::kF8E4M3, true>),
       prepared_kernel<prepare_cutlass<GemmConfig::kCooperative128x256>, launch_cutlass>(
           "quantized_linear_i8_i8_cutlass_sm90_coop128x256", "quantized_linear", supports_cutlass<DataType::kI8, true>),
+      prepared_kernel<prepare_cutlass<GemmConfig::kPingpong128x128>, launch_cutlass>(
+          "quantized_linear_i8_i8_cutlass_sm90_pingpong128x128", "quantized_linear",
+          supports_cutlass<DataType::kI8, true>),
   };
   kernels.insert(kernels.end(), cutlass.begin(), cutlass.end());
 }
