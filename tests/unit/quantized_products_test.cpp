@@ -182,8 +182,12 @@ TEST(QuantizedProducts, LoweringToF16KeepsTheOutputScalesOfLayersThatQuantizeThe
   Network lowered = builder::lower_precision(net, DataType::kF16, pool, plugin::Device::kHost);
   const graph::Graph& lg = graph::graph_of(lowered);
   for (const auto& layer : lg.layers) {
-    if (layer.op == "max_pool2d") EXPECT_EQ(lg.tensor(layer.inputs[1]).dtype, DataType::kF32);
-    if (layer.op == "layer_norm") EXPECT_EQ(lg.tensor(layer.inputs[3]).dtype, DataType::kF32);
+    if (layer.op == "max_pool2d") {
+      EXPECT_EQ(lg.tensor(layer.inputs[1]).dtype, DataType::kF32);
+    }
+    if (layer.op == "layer_norm") {
+      EXPECT_EQ(lg.tensor(layer.inputs[3]).dtype, DataType::kF32);
+    }
   }
   std::map<std::string, HostTensor> in{{"x", random_input({2, 8, 6, 6}, 6)}};
   const auto want = run_reference(net, in).at("pooled"), got = run_reference(lowered, in).at("pooled");

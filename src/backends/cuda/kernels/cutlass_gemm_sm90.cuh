@@ -139,8 +139,8 @@ class CutlassFusedGemm final : public FusedGemm {
   using Accumulator = std::conditional_t<std::is_same_v<ElementIn, std::int8_t>, std::int32_t, float>;
   static constexpr int kInAlignment = 128 / kInBits;  // elements in 16 bytes
   static constexpr int kDAlignment = 128 / cutlass::sizeof_bits<ElementD>::value;
-  static constexpr int kCAlignment =
-      kNoC ? kDAlignment : 128 / cutlass::sizeof_bits<std::conditional_t<kNoC, ElementD, ElementC>>::value;
+  // Without C, CUTLASS takes C's alignment as D's.
+  static constexpr int kCAlignment = 128 / cutlass::sizeof_bits<std::conditional_t<kNoC, ElementD, ElementC>>::value;
   using FusionOp = std::conditional_t<
       kNoC,
       std::conditional_t<kQuantizedOut,
@@ -322,6 +322,17 @@ std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activati
   if (activation != Activation::kNone) return nullptr;  // relu: built for the quantized residual products only
   return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, cutlass::epilogue::thread::Identity, kBuilt...>(
       config, device, sm_count);
+}
+
+// The same with an f16 residual C when `residual`, else without C (no shared memory held for C's stages).
+template <typename ElementIn, typename ElementD, GemmConfig... kBuilt>
+std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activation activation, bool residual,
+                                                     int device, int sm_count) {
+  if (residual) {
+    return make_typed_quantized_gemm<ElementIn, ElementD, cutlass::half_t, kBuilt...>(config, activation, device,
+                                                                                      sm_count);
+  }
+  return make_typed_quantized_gemm<ElementIn, ElementD, void, kBuilt...>(config, activation, device, sm_count);
 }
 
 // quantized_conv's 1x1 product of `config`: ElementIn operands and D, f16 bias, ElementC residual (ElementIn: scaled

@@ -8,12 +8,8 @@ namespace tensoracle::cuda::sm90 {
 
 std::unique_ptr<FusedGemm> make_i8_requantized_gemm(GemmConfig config, Activation activation, bool residual, int device,
                                                     int sm_count) {
-  if (residual) {
-    return make_typed_quantized_gemm<std::int8_t, std::int8_t, cutlass::half_t, GemmConfig::kCooperative128x256,
-                                     GemmConfig::kPingpong128x128>(config, activation, device, sm_count);
-  }
-  return make_typed_quantized_gemm<std::int8_t, std::int8_t, void, GemmConfig::kCooperative128x256,
-                                   GemmConfig::kPingpong128x128>(config, activation, device, sm_count);
+  return make_typed_quantized_gemm<std::int8_t, std::int8_t, GemmConfig::kCooperative128x256,
+                                   GemmConfig::kPingpong128x128>(config, activation, residual, device, sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90
