@@ -97,7 +97,9 @@ class ExecutionContext {
 
   // Sets the shapes of all ranged inputs together (fixed inputs may be listed with their dims).
   // Throws InvalidArgumentError naming the input for an unknown name, a missing ranged input, a
-  // wrong rank, or a dim outside the profile; the context is then unusable until a setting succeeds.
+  // wrong rank, or a dim outside the profile; the context is then unusable until a setting succeeds. Setting the
+  // shapes the context is prepared for already does no planning again (a fixed-shape engine's context is prepared when
+  // it is made).
   void set_input_shapes(const std::map<std::string, Dims>& shapes);
   // True when every input has a concrete shape.
   bool shapes_ready() const noexcept;
@@ -131,7 +133,7 @@ class ExecutionContext {
   // Graph mode (off by default; CUDA engines, no effect on the CPU). While it is on, enqueue captures the engine's
   // work into a CUDA graph (on a stream of the context's own, so the caller's stream is not touched) the first time
   // and afterwards launches that graph on `stream`, which removes the host's per-kernel launch cost. It captures
-  // again (updating the instantiated graph where CUDA can) when set_input_shapes was called or a bound address
+  // again (updating the instantiated graph where CUDA can) when set_input_shapes changed a shape or a bound address
   // differs from the captured ones. Results are bit-identical to plain enqueue. When `stream` is itself being
   // captured by the caller, enqueue launches the steps plainly (the caller's capture records them). Each graph keeps
   // its own launch order: two enqueues of one context must not overlap on different streams (as without graph mode).

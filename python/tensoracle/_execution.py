@@ -196,7 +196,7 @@ class EngineExecution:
     @property
     def graph_mode(self) -> bool:
         """Graph mode (off by default; CUDA engines). While on, enqueue captures the engine into a CUDA graph the first
-        time and then launches that graph, capturing again after set_input_shapes or when a bound address changed:
+        time and then launches that graph, capturing again after set_input_shapes changed a shape or when a bound address changed:
         the host's per-kernel launch cost goes away, results are bit-identical. No effect on CPU engines."""
         return bool(self._ctx.graph_mode)
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <future>
 #include <set>
 #include <string>
 #include <vector>
@@ -164,6 +165,16 @@ void remove_stale_temporaries(const std::filesystem::path& path) {
   }
 }
 
+// Backend::start_device for the configured target; none where it has no such device (the load or build says so).
+std::future<void> start_device(const Target& target) {
+  const backends::Backend& backend = backends::backend_for(target.kind);
+  try {
+    return backend.start_device(backend.describe_target(target));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 EngineHandle reuse(int fd, std::uint64_t size, const std::filesystem::path& path, const nlohmann::json& expected,
                    const std::string& conditions_json, const EngineDeclaration& declaration, bool holding_lock) {
   EngineFileContents contents = cache_detail::read_engine_fd(fd, size, path.string(), expected);
@@ -275,6 +286,8 @@ EngineHandle open_engine(const EngineDeclaration& declaration, const std::vector
       engine_conditions_json(declaration, weight_files, directory, options.force_rebuild);
   const nlohmann::json expected = cache_json::parse(conditions_json);
   const std::filesystem::path path = directory / engine_file_name(declaration.name, conditions_json);
+  // The GPU starts while the saved engine is read and checked (or the network built); joined when this returns.
+  const std::future<void> device_start = start_device(declaration.builder.target);
 
   for (;;) {
     struct stat st {};

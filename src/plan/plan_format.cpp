@@ -69,6 +69,23 @@ std::span<const std::byte> ParsedPlan::section(const std::string& name, const st
   throw FormatError(fmt::format("{}: the engine has no '{}' section; it is damaged", display_name, name));
 }
 
+std::uint64_t manifest_end(std::span<const std::byte> header_bytes) {
+  if (header_bytes.size() < kPlanHeaderSize || std::memcmp(header_bytes.data(), kPlanMagic, sizeof kPlanMagic) != 0)
+    return 0;
+  const std::uint64_t manifest_size = get_u64(header_bytes.data() + 16);
+  if (manifest_size == 0 || manifest_size > kMaxManifestSize) return 0;
+  return kPlanHeaderSize + manifest_size;
+}
+
+std::optional<nlohmann::json> peek_target(std::span<const std::byte> head) {
+  const std::uint64_t end = manifest_end(head);
+  if (end == 0 || end > head.size()) return std::nullopt;
+  const auto* text = reinterpret_cast<const char*>(head.data() + kPlanHeaderSize);
+  Json manifest = Json::parse(text, text + (end - kPlanHeaderSize), nullptr, /*allow_exceptions=*/false);
+  if (!manifest.is_object() || !manifest.contains("target") || !manifest["target"].is_object()) return std::nullopt;
+  return std::move(manifest["target"]);
+}
+
 ParsedPlan parse_plan(std::span<const std::byte> bytes, const std::string& display_name) {
   auto fail = [&](const std::string& what) -> void {
     throw FormatError(fmt::format("{}: not a valid tensoracle engine: {}", display_name, what));

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +43,13 @@ struct ParsedPlan {
 // inside the bytes, no overlaps). Throws FormatError naming `display_name` for damaged bytes and
 // UnsupportedError for a format version this build can't read.
 ParsedPlan parse_plan(std::span<const std::byte> bytes, const std::string& display_name);
+
+// The bytes an engine's header and manifest take (header_bytes: at least its first kPlanHeaderSize bytes), or 0 when
+// they are not a plausible engine header (parse_plan then says what is wrong).
+std::uint64_t manifest_end(std::span<const std::byte> header_bytes);
+// The manifest's "target" object from an engine's first manifest_end() bytes; nullopt where they do not hold one.
+// For starting the target's device while the rest is read: no validation beyond that (parse_plan does it).
+std::optional<nlohmann::json> peek_target(std::span<const std::byte> head);
 
 // Typed manifest access that throws FormatError naming the engine and the JSON path.
 class ManifestReader {

@@ -50,6 +50,7 @@ ExecutionContext::~ExecutionContext() = default;
 
 void ExecutionContext::set_input_shapes(const std::map<std::string, Dims>& shapes) {
   const backends::EngineState& e = engine_->state();
+  const bool was_ready = state_->ready;
   state_->ready = false;
   state_->failed = true;  // until this call completes
   for (const auto& [name, dims] : shapes) {
@@ -97,7 +98,8 @@ void ExecutionContext::set_input_shapes(const std::map<std::string, Dims>& shape
           e.graph().tensors[id].name, need, e.arena_bytes[id]));
     }
   }
-  state_->target->prepare(all);
+  // The shapes prepared already (a fixed-shape engine's context is prepared when it is made): nothing to plan again.
+  if (!was_ready || all != state_->shapes) state_->target->prepare(all);
   state_->input_shapes = std::move(chosen);
   state_->shapes = std::move(all);
   state_->failed = false;

@@ -31,11 +31,17 @@ std::vector<std::byte> read_cache_entry_plan(const std::string& path) {
   return plan;
 }
 
-std::vector<std::byte> read_engine_bytes(const std::string& path) {
+// Whether the file is an engine cache entry (a header of build conditions before the plan).
+bool is_cache_entry(const std::string& path) {
   PosixFile file = PosixFile::open_read(path);
   char head[kEngineFileMagicSize] = {};
   if (file.size() >= kEngineFileMagicSize) file.read_exact(head, sizeof head, 0);
-  if (std::memcmp(head, kEngineFileMagic, kEngineFileMagicSize) == 0) return read_cache_entry_plan(path);
+  return std::memcmp(head, kEngineFileMagic, kEngineFileMagicSize) == 0;
+}
+
+std::vector<std::byte> read_engine_bytes(const std::string& path) {
+  if (is_cache_entry(path)) return read_cache_entry_plan(path);
+  PosixFile file = PosixFile::open_read(path);
   std::vector<std::byte> bytes(static_cast<std::size_t>(file.size()));
   if (!bytes.empty()) file.read_exact(bytes.data(), bytes.size(), 0);
   return bytes;
@@ -72,7 +78,9 @@ std::map<std::string, HostTensor> read_network_inputs(const Network& network, co
 std::string read_engine_manifest(const std::string& path) { return Engine::inspect(read_engine_bytes(path), path); }
 
 std::shared_ptr<const Engine> load_engine(const std::string& path) {
-  return Engine::deserialize(read_engine_bytes(path), path);
+  // A plain engine file: Engine::load starts the GPU while it reads the weights.
+  if (!is_cache_entry(path)) return Engine::load(path);
+  return Engine::deserialize(read_cache_entry_plan(path), path);
 }
 
 void add_plugin_option(CLI::App* cmd, std::vector<std::string>& libraries) {

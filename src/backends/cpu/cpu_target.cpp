@@ -272,6 +272,7 @@ class CpuBackend final : public Backend {
     return cpu::find_kernel(op) != nullptr && kernel == kernel_name(op);
   }
   std::size_t generated_entry_count(const std::string& /*kernel*/) const override { return 0; }
+  std::future<void> start_device(const nlohmann::json& /*target_description*/) const override { return {}; }
   std::unique_ptr<TargetEngine> load(const EngineState& engine) const override {
     return std::make_unique<CpuEngine>(engine);
   }

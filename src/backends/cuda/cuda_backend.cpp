@@ -169,6 +169,9 @@ class CudaBackend final : public Backend {
     return cuda::generated_entry_count(kernel);
   }
   std::unique_ptr<TargetEngine> load(const EngineState& engine) const override { return cuda::load_engine(engine); }
+  std::future<void> start_device(const nlohmann::json& target_description) const override {
+    return cuda::start_device(target_description);
+  }
   const TargetMemory& memory() const override { return memory_; }
 
  private:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,5 +53,8 @@ std::size_t generated_entry_count(const std::string& kernel);
 // A deserialized CUDA engine's target state: weights uploaded to the matching GPU, generated kernels loaded
 // (cuda_target.cu). UnsupportedError when this build has no CUDA backend or the machine no such GPU.
 std::unique_ptr<backends::TargetEngine> load_engine(const backends::EngineState& engine);
+// Backend::start_device: the device load_engine would pick for an engine of that manifest "target", started (its
+// primary context made current) on another thread; errors dropped.
+std::future<void> start_device(const nlohmann::json& target_description);
 
 }  // namespace tensoracle::cuda

@@ -19,6 +19,7 @@ const std::vector<KernelEntry>& kernel_registry() {
     register_reduction_kernels(all);
     register_transformer_kernels(all);
     register_convolution_kernels(all);
+    register_pointwise_convolution_kernels(all);  // after cuDNN's: --no-timing builds keep cuDNN
     register_pooling_kernels(all);
     register_resize_kernels(all);
     register_quantization_kernels(all);

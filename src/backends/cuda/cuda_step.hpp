@@ -42,6 +42,9 @@ class LibraryHandles {
   LibraryHandles& operator=(const LibraryHandles&) = delete;
 
   cublasLtHandle_t cublaslt() const noexcept { return cublaslt_; }
+  // Asks cuBLASLt's heuristic about one small f16 product: the first query of a process loads what the heuristic
+  // needs (about 0.1 s on the H200 machine), which the first prepare would otherwise wait for. Failures are ignored.
+  void warm_up_cublaslt() const noexcept;
   // cuDNN's handle, created on first use: call it from prepare functions (cudnnCreate is not capture safe) and keep
   // the handle in the step's state. `context` names the layer in errors.
   ::cudnnContext* cudnn(const std::string& context);
@@ -131,13 +134,15 @@ KernelEntry prepared_kernel(const char* name, const char* op, SupportsFn support
 }
 
 // Each family lists its kernels; the registry calls these once (no static initializers).
-void register_elementwise_kernels(std::vector<KernelEntry>& kernels);            // kernels/elementwise.cu
-void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels);         // kernels/linear_algebra.cu
-void register_normalization_kernels(std::vector<KernelEntry>& kernels);          // kernels/normalization.cu
-void register_data_movement_kernels(std::vector<KernelEntry>& kernels);          // kernels/data_movement.cu
-void register_reduction_kernels(std::vector<KernelEntry>& kernels);              // kernels/reduction.cu
-void register_transformer_kernels(std::vector<KernelEntry>& kernels);            // kernels/transformer.cu
-void register_convolution_kernels(std::vector<KernelEntry>& kernels);            // kernels/convolution.cu
+void register_elementwise_kernels(std::vector<KernelEntry>& kernels);     // kernels/elementwise.cu
+void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels);  // kernels/linear_algebra.cu
+void register_normalization_kernels(std::vector<KernelEntry>& kernels);   // kernels/normalization.cu
+void register_data_movement_kernels(std::vector<KernelEntry>& kernels);   // kernels/data_movement.cu
+void register_reduction_kernels(std::vector<KernelEntry>& kernels);       // kernels/reduction.cu
+void register_transformer_kernels(std::vector<KernelEntry>& kernels);     // kernels/transformer.cu
+void register_convolution_kernels(std::vector<KernelEntry>& kernels);     // kernels/convolution.cu
+// 1x1 channels-last convs as cuBLASLt products, after cuDNN's entries (kernels/linear_algebra.cu).
+void register_pointwise_convolution_kernels(std::vector<KernelEntry>& kernels);
 void register_pooling_kernels(std::vector<KernelEntry>& kernels);                // kernels/pooling.cu
 void register_resize_kernels(std::vector<KernelEntry>& kernels);                 // kernels/resize.cu
 void register_quantization_kernels(std::vector<KernelEntry>& kernels);           // kernels/quantization.cu

@@ -4,8 +4,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/codegen/elementwise_codegen.hpp"
@@ -14,7 +16,9 @@
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/device_guard.hpp"
 #include "backends/target.hpp"
+#include "core/stopwatch.hpp"
 #include "graph/op_def.hpp"
+#include "tensoracle/logging.hpp"
 #include "tensoracle/system_info.hpp"
 
 namespace tensoracle::cuda {
@@ -27,9 +31,8 @@ using backends::Storage;
 using backends::TargetContext;
 using backends::TargetEngine;
 
-// Finds the device this machine offers for an engine built for a GPU model.
-int matching_device(const EngineState& engine) {
-  const auto& target = engine.manifest.at("target");
+// Finds the device this machine offers for an engine built for a GPU model (the manifest's "target" object).
+int matching_device(const nlohmann::json& target, const std::string& display_name) {
   const std::string name = target.value("device_name", std::string());
   const std::string cc = target.value("compute_capability", std::string());
   const SystemInfo sys = system_info();
@@ -41,7 +44,7 @@ int matching_device(const EngineState& engine) {
   }
   throw UnsupportedError(fmt::format(
       "{}: the engine was built for {} (compute capability {}); this machine has {}. Build the engine on this machine",
-      engine.display_name, name, cc,
+      display_name, name, cc,
       seen.empty() ? fmt::format("no usable GPU ({})", sys.cuda_unavailable_reason)
                    : fmt::format("{}", fmt::join(seen, ", "))));
 }
@@ -50,7 +53,10 @@ class CudaContext;
 
 class CudaEngine final : public TargetEngine {
  public:
-  explicit CudaEngine(const EngineState& engine) : engine_(engine), device_(matching_device(engine)) {
+  explicit CudaEngine(const EngineState& engine) : engine_(engine) {
+    Stopwatch watch;
+    device_ = matching_device(engine.manifest.at("target"), engine.display_name);
+    const double query_ms = watch.lap_ms();
     const graph::Graph& g = engine.graph();
     // One allocation for every constant, each at a 256-byte aligned offset; one copy per constant.
     std::vector<std::size_t> offsets(g.tensors.size(), 0);
@@ -64,6 +70,10 @@ class CudaEngine final : public TargetEngine {
     }
     weight_bytes_ = total;
     DeviceGuard guard(device_);
+    const double select_ms = watch.lap_ms();
+    TENSORACLE_CUDA_CHECK(cudaFree(nullptr), fmt::format("{}: starting GPU {}", engine.display_name, device_));
+    const double start_ms = watch.lap_ms();
+    start_library_handles();
     if (total != 0) {
       TENSORACLE_CUDA_CHECK(cudaMalloc(&weights_, total),
                             fmt::format("{}: uploading {} bytes of weights", engine.display_name, total));
@@ -80,7 +90,17 @@ class CudaEngine final : public TargetEngine {
                                 fmt::format("{}: uploading weights", engine.display_name));
         }
       }
+      const double upload_ms = watch.lap_ms();
       load_generated_kernels();
+      if (log_enabled(LogSeverity::kVerbose)) {
+        log(LogSeverity::kVerbose,
+            fmt::format(
+                "{}: opened on GPU {}: devices queried in {:.1f} ms, the GPU selected in {:.1f} ms and started "
+                "in {:.1f} ms, {:.1f} MiB of weights uploaded in {:.1f} ms, {} generated kernel binaries loaded "
+                "in {:.1f} ms (done {:.1f} ms after the library was loaded)",
+                engine.display_name, device_, query_ms, select_ms, start_ms, static_cast<double>(total) / (1 << 20),
+                upload_ms, libraries_.size(), watch.lap_ms(), Stopwatch::since_library_load_ms()));
+      }
     } catch (...) {
       release();
       throw;
@@ -90,6 +110,17 @@ class CudaEngine final : public TargetEngine {
   ~CudaEngine() override { release(); }
 
   std::unique_ptr<TargetContext> create_context() const override;
+  // The library handles made beside the upload for the first context, or null (taken already, or their creation
+  // failed: the context makes its own and raises that error).
+  std::unique_ptr<LibraryHandles> take_library_handles() const {
+    const std::lock_guard<std::mutex> lock(handles_mutex_);
+    if (!first_handles_.valid()) return nullptr;
+    try {
+      return first_handles_.get();
+    } catch (...) {
+      return nullptr;
+    }
+  }
   std::size_t weight_bytes() const override { return weight_bytes_; }
   bool keeps_host_weights() const override { return false; }  // uploaded at construction
 
@@ -102,8 +133,36 @@ class CudaEngine final : public TargetEngine {
   // Generated kernels: one library per distinct binary (by offset in the kernels section), the entry points per step.
   std::map<std::uint64_t, cudaLibrary_t> libraries_;
   std::vector<std::vector<const void*>> compiled_;
+  mutable std::mutex handles_mutex_;
+  mutable std::future<std::unique_ptr<LibraryHandles>> first_handles_;
 
  private:
+  // Creates the first context's library handles on another thread while this one uploads the weights: cuBLASLt's,
+  // and cuDNN's when a step's kernel is a cuDNN one (each library's first handle in a process loads its kernels, tens
+  // of milliseconds that would otherwise come after the upload).
+  void start_library_handles() {
+    const bool cudnn = std::any_of(engine_.steps.begin(), engine_.steps.end(),
+                                   [](const StepPlan& step) { return step.kernel.find("cudnn") != std::string::npos; });
+    first_handles_ = std::async(std::launch::async, [device = device_, cudnn, name = engine_.display_name] {
+      Stopwatch watch;
+      TENSORACLE_CUDA_CHECK(cudaSetDevice(device), fmt::format("{}: selecting GPU {}", name, device));
+      auto handles = std::make_unique<LibraryHandles>();
+      const double cublaslt_ms = watch.lap_ms();
+      handles->warm_up_cublaslt();
+      const double heuristic_ms = watch.lap_ms();
+      if (cudnn) handles->cudnn(name);
+      if (log_enabled(LogSeverity::kVerbose)) {
+        log(LogSeverity::kVerbose,
+            fmt::format("{}: library handles made beside the upload: cuBLASLt in {:.1f} ms, its heuristic's first "
+                        "answer in {:.1f} ms{} (done {:.1f} ms after the library was loaded)",
+                        name, cublaslt_ms, heuristic_ms,
+                        cudnn ? fmt::format(", cuDNN in {:.1f} ms", watch.lap_ms()) : std::string(),
+                        Stopwatch::since_library_load_ms()));
+      }
+      return handles;
+    });
+  }
+
   // Loads each binary of the kernels section once (on the current device, the engine's) and finds every step's entry
   // points; cudaFuncGetAttributes loads them into the device's context now, so no enqueue (or graph capture) loads
   // modules lazily.
@@ -160,7 +219,17 @@ class CudaContext final : public TargetContext {
       if (e.scratch_size != 0)
         TENSORACLE_CUDA_CHECK(cudaMalloc(&scratch_, e.scratch_size),
                               fmt::format("{}: allocating {} bytes of scratch", e.display_name, e.scratch_size));
-      handles_ = std::make_unique<LibraryHandles>();
+      Stopwatch watch;
+      handles_ = engine.take_library_handles();
+      const bool made_beside = handles_ != nullptr;
+      if (!made_beside) handles_ = std::make_unique<LibraryHandles>();
+      if (log_enabled(LogSeverity::kVerbose)) {
+        log(LogSeverity::kVerbose,
+            fmt::format("{}: context: {} MiB of activations and {} MiB of scratch; library "
+                        "handles {} in {:.1f} ms",
+                        e.display_name, e.arena_size >> 20, e.scratch_size >> 20,
+                        made_beside ? "(made beside the upload) waited for" : "made", watch.lap_ms()));
+      }
     } catch (...) {
       release();
       throw;
@@ -222,7 +291,18 @@ class CudaContext final : public TargetContext {
     DeviceGuard guard(engine_.device_);
     std::vector<std::unique_ptr<StepState>> states;
     states.reserve(launches.size());
-    for (std::size_t i = 0; i < launches.size(); ++i) states.push_back(engine_.entries_[i]->prepare(launches[i]));
+    const bool verbose = log_enabled(LogSeverity::kVerbose);
+    std::map<std::string, std::pair<int, double>> by_kernel;  // verbose: steps and milliseconds per kernel
+    Stopwatch watch;
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      states.push_back(engine_.entries_[i]->prepare(launches[i]));
+      if (verbose) {
+        auto& [steps, ms] = by_kernel[e.steps[i].kernel];
+        ++steps;
+        ms += watch.lap_ms();
+      }
+    }
+    if (verbose) log_prepare_times(by_kernel);
     launches_ = std::move(launches);
     states_ = std::move(states);
     io_slots_ = std::move(io_slots);
@@ -284,6 +364,22 @@ class CudaContext final : public TargetContext {
     bool current = false;  // captured since the last prepare
     std::uint64_t last_use = 0;
   };
+  // The verbose log's account of a prepare: its time in all, and the kernels that took the most of it.
+  void log_prepare_times(const std::map<std::string, std::pair<int, double>>& by_kernel) const {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [kernel, steps_ms] : by_kernel) {
+      total += steps_ms.second;
+      rows.emplace_back(steps_ms.second,
+                        fmt::format("{} ({} steps) {:.1f} ms", kernel, steps_ms.first, steps_ms.second));
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::string> top;
+    for (std::size_t i = 0; i < rows.size() && i < 5; ++i) top.push_back(rows[i].second);
+    log(LogSeverity::kVerbose, fmt::format("{}: steps prepared in {:.1f} ms; the slowest kernels: {}",
+                                           engine_.engine_.display_name, total, fmt::join(top, ", ")));
+  }
+
   struct IoSlot {
     std::size_t step;
     bool output;
@@ -404,6 +500,28 @@ class CudaContext final : public TargetContext {
 std::unique_ptr<TargetContext> CudaEngine::create_context() const { return std::make_unique<CudaContext>(*this); }
 
 }  // namespace
+
+std::future<void> start_device(const nlohmann::json& target_description) {
+  if (!target_description.is_object()) return {};
+  return std::async(std::launch::async, [target = target_description] {
+    try {
+      Stopwatch watch;
+      const int device = matching_device(target, "");
+      const double query_ms = watch.lap_ms();
+      if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+      }
+      if (log_enabled(LogSeverity::kVerbose)) {
+        log(LogSeverity::kVerbose,
+            fmt::format("GPU {} started beside the engine's reading: devices queried in {:.1f} ms, the GPU started in "
+                        "{:.1f} ms (done {:.1f} ms after the library was loaded)",
+                        device, query_ms, watch.lap_ms(), Stopwatch::since_library_load_ms()));
+      }
+    } catch (...) {  // load() finds the same problem and reports it
+    }
+  });
+}
 
 std::unique_ptr<TargetEngine> load_engine(const EngineState& engine) {
   for (const auto& step : engine.steps) {

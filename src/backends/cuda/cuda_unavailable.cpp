@@ -52,6 +52,8 @@ std::string nvrtc_description() { return "NVRTC (not in this build: no CUDA back
 
 }  // namespace codegen
 
+std::future<void> start_device(const nlohmann::json& /*target_description*/) { return {}; }
+
 std::unique_ptr<backends::TargetEngine> load_engine(const backends::EngineState& engine) {
   throw UnsupportedError(fmt::format(
       "{}: this is a CUDA engine, but this build of tensoracle has no CUDA backend (configure with TENSORACLE_CUDA=ON)",

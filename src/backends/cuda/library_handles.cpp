@@ -11,6 +11,22 @@ namespace tensoracle::cuda {
 
 LibraryHandles::LibraryHandles() { TENSORACLE_CUBLAS_CHECK(cublasLtCreate(&cublaslt_), "creating a cuBLASLt handle"); }
 
+void LibraryHandles::warm_up_cublaslt() const noexcept {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatrixLayoutCreate(&layout, CUDA_R_16F, 128, 128, 128) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    (void)cublasLtMatmulAlgoGetHeuristic(cublaslt_, op, layout, layout, layout, layout, preference, 1, &result, &found);
+  }
+  if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+  if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+  if (op != nullptr) cublasLtMatmulDescDestroy(op);
+}
+
 LibraryHandles::~LibraryHandles() {
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
   if (cublaslt_ != nullptr) cublasLtDestroy(cublaslt_);

@@ -216,6 +216,16 @@ def cases():
         conv("conv_2d_1x1_stride_f16", rand(1, 8, 7, 9, dtype=F16), rand(3, 8, 1, 1, dtype=F16), stride=[2, 3]),
         conv("conv_2d_grouped_f32", rand(2, 6, 8, 9), rand(9, 2, 3, 3), rand(9), padding=[1, 1], groups=3),
         conv("conv_2d_depthwise_f32", rand(2, 8, 10, 7), rand(8, 1, 3, 3), rand(8), padding=[1, 1], groups=8),
+        # 16 channels: channels-last cuDNN graph plans on CUDA targets (whose x and w were once read as f16 for bf16).
+        conv("conv_2d_16_channels_bf16", rand(2, 16, 9, 9, dtype=BF16), rand(16, 16, 3, 3, dtype=BF16) * 0.3,
+             rand(16, dtype=BF16), padding=[1, 1]),
+        conv("conv_2d_16_channels_f16", rand(2, 16, 9, 9, dtype=F16), rand(16, 16, 3, 3, dtype=F16) * 0.3,
+             rand(16, dtype=F16), padding=[1, 1]),
+        # 1x1: on CUDA targets also a product over the pixels (timed against cuDNN's plans).
+        conv("conv_2d_1x1_16_channels_f16", rand(2, 16, 6, 7, dtype=F16), rand(32, 16, 1, 1, dtype=F16) * 0.3,
+             rand(32, dtype=F16)),
+        conv("conv_2d_1x1_16_channels_bf16", rand(2, 16, 6, 7, dtype=BF16), rand(32, 16, 1, 1, dtype=BF16) * 0.3,
+             rand(32, dtype=BF16)),
         conv("conv_2d_depthwise_multiplier_bf16", rand(1, 4, 9, 9, dtype=BF16), rand(8, 1, 3, 3, dtype=BF16),
              rand(8, dtype=BF16), stride=[2, 2], padding=[1, 1], groups=4),
         conv("conv_2d_dilation_f64", rand(1, 2, 13, 11, dtype=F64), rand(3, 2, 3, 3, dtype=F64), dilation=[2, 3],

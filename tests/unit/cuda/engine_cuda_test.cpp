@@ -331,13 +331,20 @@ TEST(CudaEngine, GraphModeCapturesAgainOnShapeAndAddressChanges) {
     TargetBuffer x3, y3;
     EXPECT_EQ(run(*ctx, xb, stream.get(), x3, y3).bytes, want_b.bytes);
     EXPECT_EQ(ctx->graph_captures(), 3U);
-    // The same shape set again with the same addresses: set_input_shapes re-prepares, so it captures once more.
+    // The same shape set again with the same addresses: nothing is prepared again, so the graph replays.
     ctx->set_input_shapes({{"x", xb.shape}});
     y3.fill(0xFF);
     ctx->enqueue(stream.get());
     ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
     EXPECT_EQ(read_back(y3, want_b.shape).bytes, want_b.bytes);
+    EXPECT_EQ(ctx->graph_captures(), 3U);
+    // Back to the first shape: prepared again and captured again (the new buffers of run()).
+    TargetBuffer x4, y4;
+    EXPECT_EQ(run(*ctx, xa, stream.get(), x4, y4).bytes, want_a.bytes);
     EXPECT_EQ(ctx->graph_captures(), 4U);
+    ctx->set_input_shapes({{"x", xb.shape}});
+    ctx->set_tensor_address("x", x3.data());
+    ctx->set_tensor_address("y", y3.data());
 
     // The caller captures the stream: the steps go into the caller's graph, graph mode captures nothing.
     y3.fill(0xFF);

@@ -454,7 +454,7 @@ ConvGraphProblem graph_problem(const StepLaunch& launch, const ConvShape& s) {
   p.n = s.n, p.c = s.c, p.h = s.h, p.w = s.w, p.o = s.o, p.kh = s.kh, p.kw = s.kw, p.oh = s.oh, p.ow = s.ow;
   p.sh = s.sh, p.sw = s.sw, p.ph = s.ph, p.pw = s.pw, p.dh = s.dh, p.dw = s.dw, p.groups = s.groups;
   p.type = launch.inputs.at(0).dtype == DataType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  p.output_type = p.type;
+  p.input_type = p.output_type = p.type;  // x and w as y (input_type's default is f16: bf16 needs it set)
   p.nhwc = channels_last(launch);
   p.bias = input_present(launch, 2);
   p.residual = input_present(launch, 3);
@@ -505,7 +505,18 @@ void plan_legacy(const StepLaunch& launch, const ConvShape& s, CudnnConvPlan& pl
 // conv (kTranspose = false) through cudnnConvolutionForward, conv_transpose2d through cudnnConvolutionBackwardData.
 // Problems cuDNN refuses (sizes beyond its int descriptors, output_padding that its geometry cannot express, no
 // algorithm within the workspace) run the direct kernel, which computes the same thing.
-template <bool kTranspose>
+// The graph plan of index `plan_index` in cuDNN's heuristics list (build_all's `skip`; 0: build's first), or, past the
+// list's end, the first one again; nullptr when cuDNN has none.
+std::unique_ptr<ConvGraphPlan> build_graph_plan(cudnnHandle_t handle, const ConvGraphProblem& problem,
+                                                std::size_t limit, std::size_t plan_index) {
+  if (plan_index > 0) {
+    std::vector<std::unique_ptr<ConvGraphPlan>> plans = ConvGraphPlan::build_all(handle, problem, limit, 1, plan_index);
+    if (!plans.empty()) return std::move(plans.front());
+  }
+  return ConvGraphPlan::build(handle, problem, limit);
+}
+
+template <bool kTranspose, std::size_t kPlanIndex = 0>
 CudnnConvPlan prepare_conv_cudnn(const StepLaunch& launch) {
   require_cudnn9(launch);
   const ConvShape s = conv_shape(launch);
@@ -534,7 +545,7 @@ CudnnConvPlan prepare_conv_cudnn(const StepLaunch& launch) {
   plan.has_bias = input_present(launch, 2);
   plan.f64 = launch.inputs.at(0).dtype == DataType::kF64;
   if (!kTranspose && graph_eligible(launch)) {
-    plan.graph = ConvGraphPlan::build(plan.handle, graph_problem(launch, s), plan.limit);
+    plan.graph = build_graph_plan(plan.handle, graph_problem(launch, s), plan.limit, kPlanIndex);
     if (plan.graph != nullptr && plan.graph->workspace_bytes() > plan.limit) {
       throw CudaError(layer_name(launch) + ": the cuDNN plan needs " + std::to_string(plan.graph->workspace_bytes()) +
                       " bytes of scratch but the step has " + std::to_string(plan.limit));
@@ -636,6 +647,7 @@ class WorkspaceQueryHandle {
 
 // The workspace of the algorithm a forward convolution will pick (the heuristic's first that fits
 // kCudnnWorkspaceBytes) at these shapes; 0 when the direct kernel runs it.
+template <std::size_t kPlanIndex = 0>
 std::size_t conv_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
                            Precision precision) {
   graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
@@ -658,7 +670,7 @@ std::size_t conv_workspace(const graph::Graph& graph, const graph::Layer& layer,
   const WorkspaceQueryHandle handle(launch);
   if (graph_eligible(launch)) {
     const std::unique_ptr<ConvGraphPlan> plan =
-        ConvGraphPlan::build(handle.get(), graph_problem(launch, s), kCudnnWorkspaceBytes);
+        build_graph_plan(handle.get(), graph_problem(launch, s), kCudnnWorkspaceBytes, kPlanIndex);
     if (plan != nullptr) return plan->workspace_bytes();
   }
   CudnnConv d;
@@ -691,6 +703,13 @@ bool supports_conv_direct(const graph::Graph& graph, const graph::Layer& layer, 
   return !layer_channels_last(layer) && !layer_fused(layer) && supports_conv<kDtype>(graph, layer, precision);
 }
 
+// cuDNN's next graph plans: f16/bf16 forward convolutions (those the graph API takes; the others run as the first
+// entry does).
+template <DataType kDtype>
+bool supports_conv_graph(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return (kDtype == DataType::kF16 || kDtype == DataType::kBF16) && supports_conv<kDtype>(graph, layer, precision);
+}
+
 template <DataType kDtype>
 bool supports_conv_transpose(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   return has_tensor(layer, 1) && all_dtype<kDtype>(graph, layer, 4, 4);
@@ -698,12 +717,25 @@ bool supports_conv_transpose(const graph::Graph& graph, const graph::Layer& laye
 
 }  // namespace
 
+#define TENSORACLE_CONV_GRAPH_PLAN_ENTRIES(INDEX)                                                                    \
+  prepared_kernel<prepare_conv_cudnn<false, INDEX>, launch_conv_cudnn<false>>(                                       \
+      "conv_f16_f32math_cudnn_plan" #INDEX, "conv", supports_conv_graph<DataType::kF16>, ws, conv_workspace<INDEX>), \
+      prepared_kernel<prepare_conv_cudnn<false, INDEX>, launch_conv_cudnn<false>>(                                   \
+          "conv_bf16_f32math_cudnn_plan" #INDEX, "conv", supports_conv_graph<DataType::kBF16>, ws,                   \
+          conv_workspace<INDEX>)
+
 void register_convolution_kernels(std::vector<KernelEntry>& kernels) {
   const std::size_t ws = kCudnnWorkspaceBytes;
   const std::vector<KernelEntry> entries = {
       // conv: cuDNN first (f32 on FMA kernels unless Precision::kTf32), then the direct kernel.
       TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "cudnn", supports_conv, prepare_conv_cudnn<false>,
-                              launch_conv_cudnn<false>, ws, conv_workspace),
+                              launch_conv_cudnn<false>, ws, conv_workspace<0>),
+      // f16/bf16: cuDNN's next four graph plans (the heuristics' first is not always the fastest), timed against
+      // the first by the builder.
+      TENSORACLE_CONV_GRAPH_PLAN_ENTRIES(1),
+      TENSORACLE_CONV_GRAPH_PLAN_ENTRIES(2),
+      TENSORACLE_CONV_GRAPH_PLAN_ENTRIES(3),
+      TENSORACLE_CONV_GRAPH_PLAN_ENTRIES(4),
       TENSORACLE_CONV_ENTRIES("conv", "", "f32math_", "direct", supports_conv_direct, prepare_conv_direct<false>,
                               launch_conv_direct, 0, nullptr),
       TENSORACLE_CONV_ENTRIES("conv_transpose2d", "", "f32math_", "cudnn", supports_conv_transpose,
@@ -713,5 +745,7 @@ void register_convolution_kernels(std::vector<KernelEntry>& kernels) {
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
 }
+
+#undef TENSORACLE_CONV_GRAPH_PLAN_ENTRIES
 
 }  // namespace tensoracle::cuda

@@ -6,7 +6,9 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -118,6 +120,39 @@ cublasComputeType_t compute_type(DataType dtype, Precision precision) {
 // "..._algo1" to "..._algo3" beside the heuristic's first).
 constexpr int kLinearAlgorithms = 4;
 
+// cuBLASLt's heuristic answers for the process, by problem: a step's prepare queries cuBLASLt only for a problem that
+// no step asked about before (a query that ranks several algorithms takes milliseconds, and a transformer's layers
+// repeat a few products: BERT-base's 24 "_algo1" steps took 134 ms to prepare on the H200 before). The key holds
+// everything the query is given, and the device; the answers (algorithm configurations) do not depend on the handle.
+class HeuristicMemo {
+ public:
+  struct Answer {
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    int found = 0;
+    std::array<cublasLtMatmulHeuristicResult_t, kLinearAlgorithms> results{};
+  };
+  static std::optional<Answer> find(const std::string& key) {
+    const std::lock_guard<std::mutex> lock(mutex());
+    const auto it = answers().find(key);
+    if (it == answers().end()) return std::nullopt;
+    return it->second;
+  }
+  static void store(const std::string& key, const Answer& answer) {
+    const std::lock_guard<std::mutex> lock(mutex());
+    answers().emplace(key, answer);
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<std::string, Answer>& answers() {
+    static auto* memo = new std::map<std::string, Answer>;  // kept for the process (no destruction order at exit)
+    return *memo;
+  }
+};
+
 // Descriptors, preference and algorithm `algo` of the heuristic's ranking (its first is 0; the last one it returns when
 // it has fewer) of a product, for pointers with these alignments.
 GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeType_t compute, std::uint32_t align_a,
@@ -173,14 +208,27 @@ GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeTyp
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, std::min(align_c, align_r));
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
-  int found = 0;
-  std::array<cublasLtMatmulHeuristicResult_t, kLinearAlgorithms> results{};
   const int wanted = std::clamp(algo + 1, 1, kLinearAlgorithms);
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, wanted, results.data(), &found);
-  if (status != CUBLAS_STATUS_NOT_SUPPORTED) TENSORACLE_CUBLAS_CHECK(status, context);
-  plan.found = status == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (plan.found) plan.heuristic = results[static_cast<std::size_t>(std::min(wanted, found) - 1)];
+  int device = 0;
+  TENSORACLE_CUDA_CHECK(cudaGetDevice(&device), context);
+  const std::string key = fmt::format(
+      "{} {} {} {} {} {}x{}x{} batch {} strides {} {} {} epilogue {} bias {} alignments {} {} {} {} workspace {} want "
+      "{}",
+      device, static_cast<int>(compute), static_cast<int>(g.dtype), g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch,
+      g.stride_a, g.stride_b, g.stride_c, static_cast<int>(epilogue),
+      g.bias != nullptr ? value_alignment(reinterpret_cast<std::uintptr_t>(g.bias)) : 0U, align_a, align_b, align_c,
+      align_r, workspace_bytes, wanted);
+  std::optional<HeuristicMemo::Answer> answer = HeuristicMemo::find(key);
+  if (!answer) {
+    HeuristicMemo::Answer asked;
+    asked.status = cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, wanted,
+                                                  asked.results.data(), &asked.found);
+    if (asked.status != CUBLAS_STATUS_NOT_SUPPORTED) TENSORACLE_CUBLAS_CHECK(asked.status, context);
+    HeuristicMemo::store(key, asked);
+    answer = asked;
+  }
+  plan.found = answer->status == CUBLAS_STATUS_SUCCESS && answer->found > 0;
+  if (plan.found) plan.heuristic = answer->results[static_cast<std::size_t>(std::min(wanted, answer->found) - 1)];
   return plan;
 }
 
@@ -715,6 +763,53 @@ bool supports_gemm_unfused(const graph::Graph& graph, const graph::Layer& layer,
   return !activation && !has_tensor(layer, 3) && supports_gemm<kDtype>(graph, layer, precision);
 }
 
+// ---- conv as a product: a pointwise (1x1) channels-last convolution is a linear layer over its pixels ----
+
+// A 2D channels-last conv with a 1x1 kernel, stride 1, no padding, no dilation and one group, f16 or bf16: x [N, H, W,
+// C] is a linear layer's x [N·H·W, C], its weight [O, 1, 1, C] the linear's [O, C], its bias, residual and relu the
+// linear's epilogue (ResNet's bottleneck expansions, memory-bound at cuDNN's rate). Timed against cuDNN's plans.
+template <DataType kDtype>
+bool supports_pointwise_conv(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  if ((kDtype != DataType::kF16 && kDtype != DataType::kBF16) || !supports_gemm<kDtype>(graph, layer, precision))
+    return false;
+  if (graph.tensor(layer.inputs[0]).shape.size() != 4 || graph.tensor(layer.inputs[1]).shape.size() != 4) return false;
+  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  const auto all = [&](const char* name, std::int64_t fallback, std::int64_t want) {
+    const std::vector<std::int64_t> values = attrs.get_ints(name, std::vector<std::int64_t>{fallback, fallback});
+    return std::all_of(values.begin(), values.end(), [&](std::int64_t v) { return v == want; });
+  };
+  const Dims w = graph.static_dims(layer.inputs[1]);  // a constant's shape (graph shapes are dim expressions)
+  const std::string activation = attrs.get_string("activation", "none");
+  return attrs.get_string("layout", "nchw") == "nhwc" && attrs.get_int("groups", 1) == 1 && w[1] == 1 && w[2] == 1 &&
+         all("stride", 1, 1) && all("padding", 0, 0) && all("dilation", 1, 1) &&
+         (activation == "none" || activation == "relu");
+}
+
+// The linear layer's view of a pointwise convolution's step: the weight [O, 1, 1, C] as [O, C].
+StepLaunch as_linear(const StepLaunch& launch) {
+  const Dims& x = launch.inputs.at(0).shape;
+  const Dims& w = launch.inputs.at(1).shape;
+  if (x.rank() != 4 || w.rank() != 4 || w[1] != 1 || w[2] != 1 || w[3] != x[3])
+    launch.attrs->fail("a pointwise convolution as a product needs x [N, H, W, C] and a weight [O, 1, 1, C]");
+  StepLaunch linear = launch;
+  linear.inputs[1].shape = Dims{w[0], w[3]};
+  return linear;
+}
+
+template <int kAlgo>
+LinearPlan prepare_pointwise_conv(const StepLaunch& launch) {
+  return prepare_linear<true, kAlgo>(as_linear(launch));
+}
+
+template <int kAlgo>
+std::size_t pointwise_conv_workspace(const graph::Graph& graph, const graph::Layer& layer,
+                                     const std::vector<Dims>& shapes, Precision precision) {
+  std::vector<Dims> as_linear_shapes = shapes;
+  Dims& w = as_linear_shapes.at(static_cast<std::size_t>(layer.inputs[1]));
+  w = Dims{w[0], w[3]};
+  return linear_workspace<kAlgo>(graph, layer, as_linear_shapes, precision);
+}
+
 }  // namespace
 
 // The f16/bf16 linear entries with the heuristic's algorithm `index` instead of its first, timed against it.
@@ -722,6 +817,25 @@ bool supports_gemm_unfused(const graph::Graph& graph, const graph::Layer& layer,
   prepared_kernel<prepare_linear<true, index>, launch_linear>("linear_" #dtypes "_cublaslt_bias_epilogue_algo" #index, \
                                                               "linear", supports_gemm<dtype>, ws,                      \
                                                               linear_workspace<index>)
+
+// A pointwise convolution as cuBLASLt's product with the heuristic's algorithm `index`.
+#define TENSORACLE_POINTWISE_CONV(dtypes, dtype, index)                                                              \
+  prepared_kernel<prepare_pointwise_conv<index>, launch_linear>("conv_" #dtypes "_1x1_cublaslt_algo" #index, "conv", \
+                                                                supports_pointwise_conv<dtype>, ws,                  \
+                                                                pointwise_conv_workspace<index>)
+
+void register_pointwise_convolution_kernels(std::vector<KernelEntry>& kernels) {
+  const std::size_t ws = kGemmWorkspaceBytes;
+  const std::vector<KernelEntry> entries = {
+      TENSORACLE_POINTWISE_CONV(f16_f32acc, DataType::kF16, 0),
+      TENSORACLE_POINTWISE_CONV(f16_f32acc, DataType::kF16, 1),
+      TENSORACLE_POINTWISE_CONV(bf16_f32acc, DataType::kBF16, 0),
+      TENSORACLE_POINTWISE_CONV(bf16_f32acc, DataType::kBF16, 1),
+  };
+  kernels.insert(kernels.end(), entries.begin(), entries.end());
+}
+
+#undef TENSORACLE_POINTWISE_CONV
 
 void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   const std::size_t ws = kGemmWorkspaceBytes;

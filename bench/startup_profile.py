@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Where the time to the first inference of a fresh process goes (issue 15's 0.45 s goal for BERT-base).
+
+Builds a model of bench/pytorch_models.py at batch 1 (fp16, CUDA), then times fresh processes:
+- `tensoracle run --verbose` on the saved engine, several times: wall time and the library's phase lines;
+- `tensoracle --version` (process start, library loading, CUDA device query), and the dynamic loader's own
+  statistics (LD_DEBUG=statistics);
+- the CUDA pieces alone through ctypes, each in a fresh Python process: cuInit, the primary context, cublasLtCreate,
+  cudnnCreate.
+Writes startup.json and prints a summary. Needs a GPU, torch and transformers (for the model's weights).
+
+    python3 bench/startup_profile.py --cli build/tools/cli/tensoracle --out OUT [--model bert] [--runs 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Each in a fresh interpreter: prints one JSON object of milliseconds per step (python's own start excluded).
+CTYPES_PROBE = r"""
+import ctypes, json, sys, time
+ms = {}
+def step(name, fn):
+    t = time.perf_counter(); r = fn(); ms[name] = (time.perf_counter() - t) * 1e3
+    if r not in (0, None): raise SystemExit(f"{name} returned {r}")
+cuda = ctypes.CDLL("libcuda.so.1")
+step("cuInit", lambda: cuda.cuInit(0))
+dev = ctypes.c_int(); ctx = ctypes.c_void_p()
+step("cuDeviceGet", lambda: cuda.cuDeviceGet(ctypes.byref(dev), 0))
+step("primary context (cuDevicePrimaryCtxRetain)", lambda: cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+step("cuCtxSetCurrent", lambda: cuda.cuCtxSetCurrent(ctx))
+which = sys.argv[1]
+if which in ("cublaslt", "both"):
+    lt = [None]
+    step("dlopen libcublasLt", lambda: lt.__setitem__(0, ctypes.CDLL(sys.argv[2])))
+    h = ctypes.c_void_p()
+    step("cublasLtCreate", lambda: lt[0].cublasLtCreate(ctypes.byref(h)))
+if which in ("cudnn", "both"):
+    dnn = [None]
+    step("dlopen libcudnn", lambda: dnn.__setitem__(0, ctypes.CDLL(sys.argv[3])))
+    h2 = ctypes.c_void_p()
+    step("cudnnCreate", lambda: dnn[0].cudnnCreate(ctypes.byref(h2)))
+print(json.dumps(ms))
+"""
+
+
+def timed(cmd: list[str], env: dict | None = None, timeout: float = 120) -> dict:
+    t = time.perf_counter()
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=timeout)
+    return {"seconds": time.perf_counter() - t, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+
+
+def linked_library(cli: str, stem: str) -> str | None:
+    """The path the dynamic loader picks for `stem` (libcublasLt, libcudnn) when it starts the command."""
+    out = subprocess.run(["ldd", cli], capture_output=True, text=True).stdout
+    lib_dir = Path(cli).resolve().parent
+    for line in out.splitlines():
+        if line.strip().startswith(stem + ".so") and "=>" in line:
+            return line.split("=>")[1].split("(")[0].strip()
+    for candidate in lib_dir.parent.parent.glob(f"**/{stem}.so*"):
+        return str(candidate)
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cli", required=True, help="the tensoracle binary")
+    ap.add_argument("--out", required=True, help="folder for startup.json and logs")
+    ap.add_argument("--model", default="bert", help="a bench/pytorch_models.py key (default bert: BERT-base seq 128)")
+    ap.add_argument("--runs", type=int, default=5, help="fresh `tensoracle run` processes (default 5)")
+    ap.add_argument("--engine", default=None, help="an engine already built (skips the model and the build)")
+    ap.add_argument("--inputs", default=None, help="its inputs (safetensors), with --engine")
+    args = ap.parse_args()
+    cli = str(Path(args.cli).resolve())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict = {"model": args.model}
+    work = Path(tempfile.mkdtemp(prefix="startup-"))
+
+    if args.engine:
+        engine, inputs = Path(args.engine), Path(args.inputs)
+    else:
+        import torch
+        from safetensors.torch import save_file
+
+        import pytorch_models
+
+        spec = next(s for s in pytorch_models.model_specs(False) if s.key == args.model)
+        torch.manual_seed(0)
+        model = spec.create()
+        save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()},
+                  str(work / "weights.safetensors"))
+        spec.network().write(work / "net.json")
+        batch = spec.batches[0]
+        save_file({"x": torch.randn(*spec.input_shape(batch))}, str(work / "in.safetensors"))
+        shape = "x".join(map(str, spec.input_shape(batch)))
+        engine, inputs = work / "model.engine", work / "in.safetensors"
+        r = timed([cli, "build", work / "net.json", "-o", engine, "--target", "cuda", "--precision", "fp16",
+                   "--profile", f"x={shape}:{shape}:{shape}"], timeout=300)
+        result["build_seconds"] = r["seconds"]
+        if r["rc"] != 0:
+            print(r["stderr"][-2000:], file=sys.stderr)
+            return 1
+    result["engine_bytes"] = engine.stat().st_size
+
+    runs = []
+    for i in range(args.runs):
+        r = timed([cli, "run", engine, "--inputs", inputs, "-o", work / "out.safetensors", "--verbose"])
+        (out / f"run{i}.log").write_text(r["stderr"])
+        runs.append({"seconds": r["seconds"], "rc": r["rc"],
+                     "lines": [ln for ln in r["stderr"].splitlines() if "ms" in ln][-30:]})
+    result["runs"] = runs
+    walls = [r["seconds"] for r in runs if r["rc"] == 0]
+    result["run_seconds_median"] = statistics.median(walls) if walls else None
+
+    versions = [timed([cli, "--version"])["seconds"] for _ in range(3)]
+    result["version_seconds"] = versions
+    env = dict(os.environ, LD_DEBUG="statistics")
+    result["ld_debug_statistics"] = timed([cli, "--help"], env=env)["stderr"][-3000:]
+    env = dict(os.environ, LD_DEBUG="statistics", LD_BIND_NOW="1")
+    result["ld_debug_statistics_bind_now"] = timed([cli, "--help"], env=env)["stderr"][-3000:]
+
+    lt, dnn = linked_library(cli, "libcublasLt"), linked_library(cli, "libcudnn")
+    result["libraries"] = {"cublasLt": lt, "cudnn": dnn}
+    probes = {}
+    for which in ("none", "cublaslt", "cudnn", "both"):
+        r = timed([sys.executable, "-c", CTYPES_PROBE, which, lt or "libcublasLt.so", dnn or "libcudnn.so.9"])
+        probes[which] = json.loads(r["stdout"]) if r["rc"] == 0 else {"error": r["stderr"][-500:]}
+    result["ctypes_probes_ms"] = probes
+
+    (out / "startup.json").write_text(json.dumps(result, indent=2))
+    print(f"engine {result['engine_bytes'] / 2 ** 20:.1f} MiB; tensoracle run wall: "
+          + ", ".join(f"{s:.3f}" for s in walls) + " s")
+    print("tensoracle --version wall: " + ", ".join(f"{s:.3f}" for s in versions) + " s")
+    for which, p in probes.items():
+        print(f"ctypes ({which}): " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}"
+                                                 for k, v in p.items()))
+    for key in ("ld_debug_statistics", "ld_debug_statistics_bind_now"):
+        lines = [ln.split(":", 1)[-1].strip() for ln in result[key].splitlines()
+                 if "total startup time" in ln or "time needed for relocation" in ln or "number of relocations:" in ln]
+        print(f"{key}: " + "; ".join(lines))
+    if runs:
+        print("last run's lines:\n  " + "\n  ".join(runs[-1]["lines"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
