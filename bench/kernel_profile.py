@@ -6,7 +6,8 @@ optionally profiled with ncu.
     python3 bench/kernel_profile.py --cli .device/build/tools/cli/tensoracle --out $OUT/kernels [--ncu]
 
 Each case is a network JSON with f16 inputs and weights (no casts at the engine's edge), built for cuda fp16; the
-quantized_linear_* cases quantize the linear case explicitly (i8 or f8e4m3, per-feature weight scales). For the
+quantized_linear_* cases quantize the linear case explicitly (i8 or f8e4m3, per-feature weight scales), the
+weight_only_* and decode_* cases quantize its weight alone (and a decoding step's 4096 -> 11008 product). For the
 memory-bound cases it prints the bytes moved (read + written), the step's median time and the fraction of the copy
 limit measured in the same run with torch (cudaMemcpy device to device, read + write); for attention the TFLOP/s.
 """
@@ -41,6 +42,11 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text)
         for b in blobs:
             f.write(b)
+
+
+def sw_i8(w):
+    """Per-output-feature i8 scales of a weight [out, in]: its largest |value| per row over 127."""
+    return (np.abs(w.astype(np.float32)).max(axis=1) / 127.0).astype(np.float32)
 
 
 def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
@@ -133,6 +139,33 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
                 "inline": inline,
                 "layers": layers,
             }
+    # Weight-only i8 (what tensoracle calibrate --weight-only writes): the f16 x times the i8 weight dequantized per
+    # output feature, the builder's weight-only quantized_linear, at BERT-large's FC1 shape and at a decoding step's
+    # (1 and 8 rows of a 4096 -> 11008 product, where the weight's bytes bound the time), each beside the f16 linear.
+    wq = np.clip(np.rint(w / sw_i8(w)[:, None]), -127, 127).astype(np.int8)
+    weight_only_layers = [
+        {"name": "dqw", "op": "dequantize", "inputs": ["wq", "sw"], "outputs": ["wd"], "attrs": {"to": "f16", "axis": 0}},
+        {"name": "fc1", "op": "linear", "inputs": ["x", "wd", "b"], "outputs": ["y"]}]
+    yield {
+        "name": "weight_only_linear_i8", "flops": 2 * rows * hidden * ffn,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+        "weights": {"wq": wq, "sw": sw_i8(w), "b": h16(ffn)}, "layers": weight_only_layers,
+    }
+    wide = h16(11008, 4096)
+    for r in (1, 8):
+        yield {
+            "name": f"decode_linear_rows{r}", "bytes": wide.size * 2,
+            "inputs": [{"name": "x", "dtype": "f16", "shape": [r, 4096]}],
+            "weights": {"w": wide, "b": h16(11008)},
+            "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["y"]}],
+        }
+        yield {
+            "name": f"decode_weight_only_i8_rows{r}", "bytes": wide.size,
+            "inputs": [{"name": "x", "dtype": "f16", "shape": [r, 4096]}],
+            "weights": {"wq": np.clip(np.rint(wide / sw_i8(wide)[:, None]), -127, 127).astype(np.int8),
+                        "sw": sw_i8(wide), "b": h16(11008)},
+            "layers": weight_only_layers,
+        }
     yield {
         "name": "attention_packed", "flops": 4 * batch * heads * seq * seq * d,
         "inputs": [{"name": "qkv", "dtype": "f16", "shape": [batch, seq, 3 * hidden]}], "weights": {},

@@ -6,7 +6,8 @@ the PyTorch fp32 model on the same input (rel-L2 and cosine; for ResNet-50 also 
 torch eager fp16 and torch.compile (mode reduce-overhead) timed in the same run.
 
     python3 bench/quantized_comparison.py --cli .device/build/tools/cli/tensoracle --out $OUT/quantized \
-        [--models bert,bert_large,resnet50] [--types i8,f8e4m3] [--batch 32] [--image-batch 256] [--no-compile]
+        [--models bert,bert_large,resnet50] [--types i8,f8e4m3,w-i8,w-f8e4m3] [--batch 32] [--image-batch 256]
+        [--no-compile]
         [--no-quantize-residuals] [--calib-target cuda|cpu]
 
 The models are bench/pytorch_models.py's (BERT-base and BERT-large encoders at --batch, ResNet-50 at --image-batch).
@@ -14,7 +15,8 @@ Calibration runs the float network on the GPU (--calib-target cpu: on the CPU re
 states, or images), --method percentile 99.99 for i8 and max for f8e4m3 unless --method is given; ResNet-50 with
 --quantize-residuals (docs/precision.md's recipe); its stem (conv1) quantized for i8 (the engine runs an i8 stem
 before a max pool quantized) and left float for f8e4m3 (cuDNN's e4m3 stem is slower than f16; --float-stem leaves
-it float for every type). Prints a table and writes OUT/results.json.
+it float for every type). Types "w-i8" and "w-f8e4m3" are weight-only (`tensoracle calibrate --weight-only` of the
+linears: no batches, the activations stay float). Prints a table and writes OUT/results.json.
 """
 from __future__ import annotations
 
@@ -131,14 +133,19 @@ def main() -> int:
         shape = "x=" + "x".join(map(str, spec.input_shape(batch)))
         variants = [("fp16", work / "net.json", None)]
         for qtype in filter(None, a.types.split(",")):
-            method = a.method or ("percentile" if qtype == "i8" else "max")
             qnet = work / f"net_{qtype}.json"
             t0 = time.perf_counter()
-            report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
-                                     "--ops", "conv" if image else "linear", "--target", a.calib_target, "-q"]
-                                    + (["--quantize-residuals"] if image and a.quantize_residuals else [])
-                                    + (["--skip", "conv1"] if image and (a.float_stem or qtype != "i8") else [])
-                                    + [x for b in batches for x in ("-b", b)], log))
+            if qtype.startswith("w-"):  # weight-only: the linears' weights alone, no batches
+                method = "weight-only"
+                report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype[2:],
+                                         "--weight-only", "--ops", "linear", "-q"], log))
+            else:
+                method = a.method or ("percentile" if qtype == "i8" else "max")
+                report = json.loads(run([cli, "calibrate", work / "net.json", "-o", qnet, "-t", qtype, "-m", method,
+                                         "--ops", "conv" if image else "linear", "--target", a.calib_target, "-q"]
+                                        + (["--quantize-residuals"] if image and a.quantize_residuals else [])
+                                        + (["--skip", "conv1"] if image and (a.float_stem or qtype != "i8") else [])
+                                        + [x for b in batches for x in ("-b", b)], log))
             variants.append((qtype, qnet, {"method": method, "target": a.calib_target,
                                            "seconds": time.perf_counter() - t0,
                                            "activations": len(report.get("activations", [])),

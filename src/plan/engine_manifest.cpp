@@ -364,9 +364,13 @@ Json step_json(const graph::Graph& g, const graph::Layer& layer, const StepRecor
   Json json{{"layer", layer.name},      {"op", layer.op},
             {"kernel", step.kernel},    {"workspace_bytes", step.workspace_bytes},
             {"inputs", std::move(ins)}, {"outputs", std::move(outs)}};
-  // The type a quantized product's operands are multiplied in (what `tensoracle inspect` shows as int8/fp8 steps).
-  if (layer.op == "quantized_linear" || layer.op == "quantized_conv")
-    json["quantized"] = std::string(to_string(g.tensor(layer.inputs[0]).dtype));
+  // The type a quantized product's operands are multiplied in (what `tensoracle inspect` shows as int8/fp8 steps); a
+  // weight-only product (a float x) holds its weight in that type and multiplies in x's.
+  if (layer.op == "quantized_linear" || layer.op == "quantized_conv") {
+    const DataType x = g.tensor(layer.inputs[0]).dtype, weight = g.tensor(layer.inputs[1]).dtype;
+    json["quantized"] = std::string(to_string(weight));
+    if (x != weight) json["weight_only"] = true;
+  }
   if (step.binary) {
     json["binary"] =
         Json{{"offset", step.binary->offset}, {"size", step.binary->size}, {"entries", step.binary->entries}};

@@ -322,6 +322,38 @@ def test_weight_only_and_per_tensor_weights(tmp_path):
     assert scale == pytest.approx(float(model.fc1.weight.abs().max()) / 448, rel=1e-6)
 
 
+def test_an_engine_of_a_weight_only_network_keeps_its_weights_quantized(tmp_path):
+    """--weight-only i8: the builder lowers each linear to a weight-only quantized_linear (inspect: quantized i8,
+    weight_only), whose float x times the quantized weight gives PyTorch's float64 product of x and the dequantized
+    weight; the engine holds a byte per weight value of fc1 and fc2 (the conv's weight-only pattern stays float)."""
+    model = Mlp()
+    net = write_network(tmp_path, model)
+    run("calibrate", net, "-o", tmp_path / "w.json", "--weight-only", "-q")
+    engine, float_engine = tmp_path / "w.engine", tmp_path / "f.engine"
+    profile = ["--profile", "x=5x16"]
+    run("build", tmp_path / "w.json", "-o", engine, "-t", "cpu", "-p", "fp32", *profile, "-q")
+    run("build", net, "-o", float_engine, "-t", "cpu", "-p", "fp32", *profile, "-q")
+    manifest = json.loads(run("inspect", engine).stdout)
+    quantized = {s["layer"]: (s["quantized"], s.get("weight_only")) for s in manifest["steps"] if "quantized" in s}
+    assert quantized == {"fc1": ("i8", True), "fc2": ("i8", True)}
+    weight_bytes = lambda m: sum(w["size"] for w in m["weights"])  # noqa: E731
+    saved = (16 * 32 + 32 * 8) * 3 - (32 + 8) * 4
+    assert weight_bytes(json.loads(run("inspect", float_engine).stdout)) - weight_bytes(manifest) >= saved - 64
+    _, data = batches(tmp_path, 1)
+    out = tmp_path / "engine_out.safetensors"
+    run("run", engine, "--inputs", tmp_path / "batch0.safetensors", "-o", out)
+    got = load_file(str(out))["y"].double()
+    q = read_safetensors_f64(tmp_path / "w.safetensors")
+    x, _ = data[0]
+    with torch.no_grad():
+        w1 = q["fc1.weight.quantized"] * q["fc1.weight.scale"][:, None]
+        w2 = q["fc2.weight.quantized"] * q["fc2.weight.scale"][:, None]
+        a = torch.relu(x.double() @ w1.T + model.fc1.bias.double())
+        y = a.float().double() @ w2.T + model.fc2.bias.double()
+    err = (got - y).norm() / y.norm()
+    assert err < 1e-5, float(err)
+
+
 def test_quantize_residuals_quantizes_a_residual_blocks_input_once_for_the_conv_and_the_add(tmp_path):
     """conv -> add(conv, x) -> relu: with --quantize-residuals the add reads x's dequantize (the one conv reads), and
     the network's results are PyTorch's float64 quantize-dequantize of the same scales."""

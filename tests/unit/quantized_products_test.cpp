@@ -1,4 +1,5 @@
-// Tests of lower_quantized_products (a linear or conv between dequantizes becomes quantized_linear or quantized_conv)
+// Tests of lower_quantized_products (a linear or conv between dequantizes becomes quantized_linear or quantized_conv; a
+// linear whose weight alone is dequantized, a weight-only quantized_linear)
 // and of what the later passes do with the result (f16 lowering keeps the scales f32; epilogues and a following
 // quantize fuse into it; convolutions and quantizes run channels last): the layers made, and results equal to the
 // original network's on the CPU reference executor.
@@ -9,6 +10,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -581,13 +583,78 @@ TEST(QuantizedProducts, AnI8StemBeforeAMaxPoolRunsQuantizedAndThePoolReadsItsI8R
   }
 }
 
+// A linear whose weight alone is a dequantize (weight-only quantization): the float x times the quantized weight,
+// the weight's scale per output feature; through f16 lowering and the epilogue passes its GELU joins it, and a
+// quantize after it stays a step of its own (its result is never quantized).
+TEST(QuantizedProducts, AWeightOnlyLinearReadsTheQuantizedWeight) {
+  const std::pair<DataType, bool> variants[] = {
+      {DataType::kI8, false}, {DataType::kI8, true}, {DataType::kF8E4M3, false}, {DataType::kF8E4M3, true}};
+  for (const auto& [type, per_channel] : variants) {
+    SCOPED_TRACE(fmt::format("{}, scale per {}", to_string(type), per_channel ? "channel" : "tensor"));
+    builder::WeightPool pool;
+    Network net;
+    Tensor x = net.add_input("x", DataType::kF32, {-1, 32});
+    Tensor sw = per_channel ? f32_constant(net, "fc.weight_scale", Dims{24}, 0.001f, 0.004f)
+                            : net.add_small_constant({0.002}, DataType::kF32, Dims{}, "fc.weight_scale");
+    Tensor h = net.add_linear(x, net.add_dequantize(quantized_weight(net, "fc.weight", type, 24, 32), sw),
+                              f32_constant(net, "fc.bias", Dims{24}, -0.5f, 0.5f));
+    Tensor y = net.add_activation("gelu", h);
+    Tensor sy = net.add_small_constant({0.05}, DataType::kF32, Dims{}, "sy");
+    net.mark_output(y, "y");
+    net.mark_output(net.add_dequantize(net.add_quantize(y, sy, DataType::kI8), sy), "yq");
+    Network lowered = builder::lower_quantized_products(net, pool);
+    EXPECT_EQ(count_ops(lowered, "linear"), 0);
+    const graph::Graph& g = graph::graph_of(lowered);
+    const graph::Layer& q = only_layer(lowered, "quantized_linear");
+    EXPECT_EQ(g.tensor(q.inputs[0]).dtype, DataType::kF32);  // x as it is
+    EXPECT_EQ(g.tensor(q.inputs[1]).dtype, type);            // the weight stays quantized
+    EXPECT_EQ(g.static_dims(q.inputs[2]), Dims({24}));
+    EXPECT_EQ(count_ops(lowered, "dequantize"), 1);  // the weight's is gone; yq's stays
+    std::map<std::string, HostTensor> in{{"x", random_input({5, 32}, 3)}};
+    EXPECT_LT(rel_l2(run_reference(lowered, in).at("y"), run_reference(net, in).at("y")), 1e-6);
+
+    Network low = builder::lower_precision(lowered, DataType::kF16, pool, plugin::Device::kHost);
+    low = builder::fuse_quantized_outputs(builder::fuse_epilogues(builder::remove_dead_layers(low)));
+    const graph::Graph& lg = graph::graph_of(low);
+    const graph::Layer& lq = only_layer(low, "quantized_linear");
+    EXPECT_EQ(lg.tensor(lq.inputs[0]).dtype, DataType::kF16);
+    EXPECT_EQ(lg.tensor(lq.inputs[2]).dtype, DataType::kF32);  // the scale stays f32
+    EXPECT_EQ(lg.tensor(lq.outputs[0]).dtype, DataType::kF16);
+    EXPECT_EQ(std::get<std::string>(lq.attrs.at("activation")), "gelu_erf");
+    EXPECT_EQ(lq.attrs.count("quantize_to"), 0u);
+    EXPECT_EQ(count_ops(low, "quantize"), 1);
+    EXPECT_LT(rel_l2(run_reference(low, in).at("y"), run_reference(net, in).at("y")), 2e-3);
+  }
+}
+
+TEST(QuantizedProducts, AWeightOnlyProductChecksItsTypes) {
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF16, {3, 16});
+  Tensor w = quantized_weight(net, "w", DataType::kI8, 8, 16);
+  Tensor s = f32_constant(net, "s", Dims{8}, 0.01f, 0.02f);
+  // x must have `to`'s type (f32 by default).
+  EXPECT_THROW(net.add_layer("quantized_linear", {x, w, s}, {}, "fc"), GraphError);
+  // No quantized result.
+  Tensor so = net.add_small_constant({0.1}, DataType::kF32, Dims{}, "so");
+  EXPECT_THROW(net.add_layer("quantized_linear", {x, w, s, {}, {}, so},
+                             {{"to", std::string("f16")}, {"quantize_to", std::string("i8")}}, "fc"),
+               GraphError);
+  // A float weight is not a weight-only product.
+  Tensor wf = f32_constant(net, "wf", Dims{8, 16}, -1.f, 1.f);
+  EXPECT_THROW(net.add_layer("quantized_linear", {net.add_input("x32", DataType::kF32, {3, 16}), wf, s}, {}, "fc"),
+               GraphError);
+  EXPECT_NO_THROW(net.add_layer("quantized_linear", {x, w, s}, {{"to", std::string("f16")}}, "fc"));
+}
+
 TEST(QuantizedProducts, OtherPatternsKeepTheirLinear) {
   builder::WeightPool pool;
   Network net;
   Tensor x = net.add_input("x", DataType::kF32, {3, 16});
-  // Weight-only: x is not quantized.
+  // Weight-only, but the dequantized weight is also read by another layer (a tied embedding): it stays float.
   Tensor sw = net.add_small_constant({0.01}, DataType::kF32, Dims{}, "sw");
-  Tensor a = net.add_linear(x, net.add_dequantize(quantized_weight(net, "wa", DataType::kI8, 8, 16), sw));
+  Tensor tied = net.add_dequantize(quantized_weight(net, "wa", DataType::kI8, 8, 16), sw);
+  Tensor a = net.add_linear(x, tied);
+  net.mark_output(net.add_activation("relu", tied), "tied");
   // The weight's scale runs along `in` (axis 1): it cannot leave the sum.
   Tensor sx = net.add_small_constant({0.02}, DataType::kF32, Dims{}, "sx");
   Tensor xq = net.add_dequantize(net.add_quantize(x, sx, DataType::kI8), sx);
@@ -608,6 +675,7 @@ TEST(QuantizedProducts, OtherPatternsKeepTheirLinear) {
   Network lowered = builder::lower_quantized_products(net, pool);
   EXPECT_EQ(count_ops(lowered, "quantized_linear"), 0);
   EXPECT_EQ(count_ops(lowered, "linear"), 4);
+  EXPECT_EQ(count_ops(lowered, "dequantize"), 6);  // nothing lowered: the four weights' and two of x
 }
 
 }  // namespace

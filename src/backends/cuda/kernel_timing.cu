@@ -100,8 +100,14 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     launch.precision = precision;
     for (auto id : layer.inputs) launch.inputs.push_back(id < 0 ? DeviceTensor{} : make(id));
     for (auto id : layer.outputs) launch.outputs.push_back(make(id));
+    // Each candidate's scratch: its fixed bound, or without one (0) what it needs for this problem (plugins, the
+    // weight-only products' dequantized weight).
+    auto scratch_of = [&](const std::string& name) {
+      const std::size_t bound = kernel_workspace_bytes(name);
+      return bound != 0 ? bound : kernel_workspace_for(name, graph, layer, shapes, precision, device);
+    };
     std::size_t workspace = 0;
-    for (const auto& name : candidates) workspace = std::max(workspace, kernel_workspace_bytes(name));
+    for (const auto& name : candidates) workspace = std::max(workspace, scratch_of(name));
     if (workspace != 0) {
       TENSORACLE_CUDA_CHECK(cudaMalloc(&launch.workspace, workspace), "allocating timing scratch");
       allocations.push_back(launch.workspace);
@@ -132,7 +138,7 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     };
     for (std::size_t c = 0; c < candidates.size(); ++c) {
       const KernelEntry* k = find_kernel_entry(candidates[c]);
-      launch.workspace_bytes = k->workspace_bytes;
+      launch.workspace_bytes = scratch_of(candidates[c]);
       try {
         launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
         const std::unique_ptr<StepState> state = k->prepare(launch);

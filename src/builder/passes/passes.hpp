@@ -30,7 +30,9 @@ Network fold_constants(const Network& network, WeightPool& pool, std::size_t max
 // is a dequantize of a constant of the same type (one constant scale, or one per output feature) becomes
 // quantized_linear (quantized_conv): the quantized operands multiplied as they are, the two scales combined into one
 // per output feature (f32), bias and epilogue kept. The weight stays quantized in the engine. Dequantizes nothing else
-// reads are dropped. A conv with fewer than 16 input channels (a CNN's stem) stays float.
+// reads are dropped. A conv with fewer than 16 input channels (a CNN's stem) stays float. A linear whose weight alone
+// is such a dequantize, read by no other layer, becomes a weight-only quantized_linear (its float x as it is, the
+// weight's scale per output feature).
 Network lower_quantized_products(const Network& network, WeightPool& pool);  // passes/quantized_products.cpp
 
 // Lowers every f32 tensor to `low` (f16 or bf16): f32 weights are converted, f32 inputs are cast

@@ -1,6 +1,7 @@
 // Builder passes: a linear or conv between dequantizes (explicit quantization's pattern) becomes one quantized_linear
-// or quantized_conv, and a quantize after one of those, a layer_norm or a max_pool2d becomes part of that layer (its
-// result stays quantized for the next product; an i8 quantize after a quantized_conv's max pool moves before the pool).
+// or quantized_conv (a linear whose weight alone is dequantized, a weight-only quantized_linear), and a quantize after
+// one of those, a layer_norm or a max_pool2d becomes part of that layer (its result stays quantized for the next
+// product; an i8 quantize after a quantized_conv's max pool moves before the pool).
 #include <fmt/format.h>
 
 #include <optional>
@@ -103,6 +104,32 @@ std::optional<Lowering> lowering_of(const graph::Graph& g, const TensorUses& use
   return lowering;
 }
 
+// A linear whose weight alone is a dequantize (weight-only quantization: x is a float activation, not a dequantize)
+// of a constant i8 or f8e4m3 weight [out, in] with a constant scale per tensor or per output feature, that no other
+// layer reads (a weight shared with another layer, such as a tied embedding's, stays a float constant, stored once).
+// The product reads the quantized weight and scales its sums: weight-only products (engine sizes drop by the
+// weight's bytes; docs/precision.md).
+std::optional<Lowering> weight_only_lowering_of(const graph::Graph& g, const TensorUses& uses,
+                                                const graph::Layer& product) {
+  if (product.op != "linear" || dequantize_of(g, product.inputs[0]) != nullptr ||
+      g.tensor(product.outputs[0]).dtype == DataType::kF64) {  // quantized_linear's results are f32, f16 or bf16
+    return std::nullopt;
+  }
+  const graph::Layer* dw = dequantize_of(g, product.inputs[1]);
+  if (dw == nullptr || !is_quantized(g.tensor(dw->inputs[0]).dtype) || !is_constant(g, dw->inputs[0]) ||
+      uses.only_reader(dw->outputs[0]) == nullptr) {
+    return std::nullopt;
+  }
+  const std::optional<Scale> sw = constant_scale(g, *dw);
+  const Dims wdims = g.static_dims(dw->inputs[0]);
+  if (!sw || wdims.rank() != 2 || (sw->values.size() != 1 && sw->axis != 0)) return std::nullopt;
+  Lowering lowering{product.inputs[0], dw->inputs[0], std::vector<double>(static_cast<std::size_t>(wdims[0]))};
+  for (std::size_t n = 0; n < lowering.scale.size(); ++n) {
+    lowering.scale[n] = sw->values[sw->values.size() == 1 ? 0 : n];
+  }
+  return lowering;
+}
+
 }  // namespace
 
 Network lower_quantized_products(const Network& network, WeightPool& pool) {
@@ -112,7 +139,8 @@ Network lower_quantized_products(const Network& network, WeightPool& pool) {
   Network& net = rewriter.network();
   for (const auto& layer : g.layers) {
     const bool product = layer.op == "linear" || layer.op == "conv";
-    const std::optional<Lowering> lowering = product ? lowering_of(g, uses, layer) : std::optional<Lowering>{};
+    std::optional<Lowering> lowering = product ? lowering_of(g, uses, layer) : std::optional<Lowering>{};
+    if (product && !lowering) lowering = weight_only_lowering_of(g, uses, layer);
     if (!lowering) {
       rewriter.copy_layer(layer);
       continue;
@@ -139,7 +167,8 @@ namespace {
 // rounding is monotonic); for a layer_norm the first per-tensor quantize among the readers of its result (the
 // others keep reading the float result, which the layer still writes).
 const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& uses, const graph::Layer& layer) {
-  const bool product = layer.op == "quantized_linear" || layer.op == "quantized_conv";
+  const bool product = (layer.op == "quantized_linear" || layer.op == "quantized_conv") &&
+                       is_quantized(g.tensor(layer.inputs[0]).dtype);      // a weight-only product's result stays float
   const bool pool = layer.op == "max_pool2d" && layer.inputs.size() == 1;  // max_pool2d: a CNN's stem before its blocks
   if ((product && !(layer.inputs.size() > 5 && layer.inputs[5] >= 0)) || pool) {  // input 5: already quantized
     const TensorUse* use = uses.only_reader(layer.outputs[0]);

@@ -60,19 +60,37 @@ std::vector<OutputType> infer_dequantize(InferContext& ctx) {
 // bias[out] and the residual, through the activation; the result in `to` (a float type), or, with `quantize_to` and
 // output_scale (f32, a scalar), quantized by that scale to i8 or f8e4m3. The builder's lowering of a linear between
 // dequantizes (builder::lower_quantized_products) and of a quantize after it (builder::fuse_quantized_outputs).
+// A weight-only product has a float x of `to`'s type and a quantized weight (a linear whose weight alone is a
+// dequantize); its result is never quantized.
 std::vector<OutputType> infer_quantized_linear(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
   const TensorType& weight = ctx.input(1, "weight");
   const TensorType& scale = ctx.input(2, "scale");
-  ctx.require_dtype(x, kQuantizedTypes, "x");
-  ctx.require_same_dtype(x, weight);
-  std::vector<DimId> shape = linear_output_shape(ctx, x, weight);
-  ctx.require_dtype(scale, {DataType::kF32}, "scale");
-  require_per_feature(ctx, scale, "scale", weight);
   const DataType to = ctx.get_dtype("to", DataType::kF32);
   if (to != DataType::kF32 && to != DataType::kF16 && to != DataType::kBF16) {
     ctx.fail(fmt::format("attribute 'to' must be f32, f16 or bf16, not {}", to_string(to)));
   }
+  const bool weight_only = x.dtype != DataType::kI8 && x.dtype != DataType::kF8E4M3;
+  if (weight_only) {
+    if (x.dtype != to) {
+      ctx.fail(
+          fmt::format("x '{}' must be i8 or f8e4m3, or (a weight-only product) have the type of attribute 'to' "
+                      "({}), but is {}",
+                      x.name, to_string(to), to_string(x.dtype)));
+    }
+    ctx.require_dtype(weight, kQuantizedTypes, "weight");
+    if (ctx.has_input(5) || ctx.has("quantize_to")) {
+      ctx.fail(
+          fmt::format("a weight-only product (x '{}' is {}) has no quantized result: 'quantize_to' and "
+                      "output_scale need an i8 or f8e4m3 x",
+                      x.name, to_string(x.dtype)));
+    }
+  } else {
+    ctx.require_same_dtype(x, weight);
+  }
+  std::vector<DimId> shape = linear_output_shape(ctx, x, weight);
+  ctx.require_dtype(scale, {DataType::kF32}, "scale");
+  require_per_feature(ctx, scale, "scale", weight);
   if (ctx.has_input(3)) {
     const TensorType& bias = ctx.input(3, "bias");
     ctx.require_dtype(bias, {to}, "bias");
@@ -106,7 +124,8 @@ void register_quantization_ops(std::vector<OpDef>& ops) {
                       {"to", "activation", "quantize_to"},
                       infer_quantized_linear,
                       "activation(scale[out] * (x [..., in] · weight[out, in]ᵀ) + bias[out] + residual) for i8 or "
-                      "f8e4m3 x and weight, in `to`, or quantized by output_scale to `quantize_to`"});
+                      "f8e4m3 x and weight (or a float x of `to`'s type: weight-only), in `to`, or quantized by "
+                      "output_scale to `quantize_to`"});
 }
 
 }  // namespace tensoracle::graph

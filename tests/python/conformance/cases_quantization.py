@@ -175,6 +175,16 @@ def quantized_product(xq, wq, scale, bias=None, residual=None, activation="none"
     return ACTIVATIONS[activation](y)
 
 
+def add_epilogue_inputs(names, weights, inputs, m, n, dtype, bias, residual):
+    """quantized_linear's optional bias (input 3, a weight) and residual (input 4, a network input), when asked for."""
+    if bias:
+        weights["b"] = rand(n, dtype=dtype)
+        names.append("b")
+    if residual:
+        inputs["r"] = rand(*m, n, dtype=dtype)
+        names += [None] * (4 - len(names)) + ["r"]
+
+
 def quantized_linear_cases():
     """quantized_linear itself (the op the builder lowers a linear between dequantizes to): i8 operands as network
     inputs and weights; f8e4m3 ones quantized inside the network (torch 1.13 has no float8 tensors), the weight's
@@ -187,12 +197,7 @@ def quantized_linear_cases():
         inputs = {"xq": torch.randint(-128, 128, (*m, k), dtype=torch.int8)}
         weights = {"w": torch.randint(-127, 128, (n, k), dtype=torch.int8), "s": scales(n, low=1e-4, high=1e-3)}
         names = ["xq", "w", "s"]
-        if bias:
-            weights["b"] = rand(n, dtype=dtype)
-            names.append("b")
-        if residual:
-            inputs["r"] = rand(*m, n, dtype=dtype)
-            names += [None] * (4 - len(names)) + ["r"]
+        add_epilogue_inputs(names, weights, inputs, m, n, dtype, bias, residual)
         ref = lambda t: {"y": quantized_product(t["xq"], t["w"], t["s"], t.get("b"), t.get("r"), activation)}
         cases.append(Case(name, [layer("quantized_linear", names, to=out, activation=activation)], inputs, ref,
                           weights=weights, dynamic=dynamic or {}))
@@ -319,6 +324,67 @@ def qdq_linear_cases():
 
             cases.append(Case(f"qdq_linear_{q}_per_channel_gelu_{dname}", layers, {"x": x}, ref, weights=weights,
                               outputs=["y"], inline={"sx": ([0.025], "f32", [])}))
+    return cases
+
+
+def weight_only_linear_cases():
+    """quantized_linear's weight-only form: a float x (of the result's type) times an i8 or f8e4m3 weight scaled per
+    output feature, as the builder lowers a linear whose weight alone is dequantized. On CUDA the dequantized cuBLASLt
+    product and the rows kernel (K a multiple of 8) are timed against each other: one row, a few (a decoding step)
+    and many. The reference is the same math in float64 on the float x."""
+    cases = []
+
+    def case(name, q, m, k, n, to, activation="none", bias=True, residual=False, dynamic=None):
+        dtype = FLOATS[to]
+        inputs = {"x": rand(*m, k, dtype=dtype, low=-2, high=2)}
+        weights = {"s": scales(n, low=1e-3, high=1e-2)}
+        layers = []
+        if q == "i8":
+            weights["w"] = torch.randint(-127, 128, (n, k), dtype=torch.int8)
+        else:  # quantized inside the network (folded into a constant when the engine is built)
+            weights["wf"] = rand(n, k, low=-1, high=1)
+            weights["sw"] = scales(n, low=1 / 448, high=2 / 448)
+            layers.append(layer("quantize", ["wf", "sw"], "w", to="f8e4m3", axis=0))
+        names = ["x", "w", "s"]
+        add_epilogue_inputs(names, weights, inputs, m, n, dtype, bias, residual)
+        layers.append(layer("quantized_linear", names, to=to, activation=activation))
+
+        def ref(t):
+            wq = t["w"] if q == "i8" else quantize_e4m3(t["wf"], t["sw"], 0)
+            return {"y": quantized_product(t["x"], wq, t["s"], t.get("b"), t.get("r"), activation)}
+
+        cases.append(Case(name, layers, inputs, ref, weights=weights, outputs=["y"], dynamic=dynamic or {}))
+
+    case("weight_only_linear_i8_one_row_f16", "i8", (1,), 256, 96, "f16")
+    case("weight_only_linear_i8_rows_gelu_erf_residual_f16", "i8", (3,), 128, 64, "f16", "gelu_erf", residual=True)
+    case("weight_only_linear_i8_many_rows_relu_f16", "i8", (2, 70), 96, 48, "f16", "relu")
+    case("weight_only_linear_i8_unaligned_k_bf16", "i8", (5,), 36, 24, "bf16", bias=False)  # dequantized only
+    case("weight_only_linear_i8_f32", "i8", (4,), 64, 16, "f32", "gelu_tanh")
+    case("weight_only_linear_i8_dynamic_f16", "i8", (6,), 64, 32, "f16", dynamic={"x": [-1, 64]})
+    case("weight_only_linear_i8_empty_rows_f16", "i8", (0,), 32, 16, "f16")
+    case("weight_only_linear_f8e4m3_one_row_bf16", "f8e4m3", (1,), 128, 40, "bf16", "gelu_erf")
+    case("weight_only_linear_f8e4m3_rows_residual_f16", "f8e4m3", (4,), 64, 32, "f16", residual=True)
+    case("weight_only_linear_f8e4m3_many_rows_f32", "f8e4m3", (33,), 48, 24, "f32")
+    return cases
+
+
+def qdq_weight_only_cases():
+    """A linear whose weight alone is a dequantize (what tensoracle calibrate --weight-only writes): the builder makes
+    it a weight-only quantized_linear; the reference is the pattern's own math (the float x times the dequantized
+    weight)."""
+    cases = []
+    for dname in ("f32", "f16"):
+        for m in ((1,), (4, 9)):
+            dtype = FLOATS[dname]
+            k, n = 64, 48
+            weights = {"wq": torch.randint(-127, 128, (n, k), dtype=torch.int8), "sw": scales(n, low=1e-3, high=4e-3),
+                       "b": rand(n, dtype=dtype)}
+            layers = [layer("dequantize", ["wq", "sw"], "wd", to=dname, axis=0), layer("linear", ["x", "wd", "b"], "h"),
+                      layer("gelu", ["h"], "y")]
+            ref = lambda t: {"y": quantized_product(t["x"], t["wq"], t["sw"], t["b"], None, "gelu_erf")}
+            rows = "x".join(str(d) for d in m)
+            cases.append(Case(f"qdq_weight_only_linear_{rows}_rows_gelu_{dname}", layers,
+                              {"x": rand(*m, k, dtype=dtype, low=-3, high=3)}, ref, weights=weights, outputs=["y"]))
     return cases
 
 
@@ -836,6 +902,6 @@ def quantized_space_to_depth_cases():
 
 def cases():
     return (quantize_cases() + dequantize_cases() + f8_cases() + quantized_linear_cases() + quantized_output_cases() +
-            qdq_linear_cases() + qdq_mlp_cases() + qdq_layer_norm_cases() + quantized_conv_cases() + qdq_conv_cases() +
+            weight_only_linear_cases() + qdq_linear_cases() + qdq_weight_only_cases() + qdq_mlp_cases() + qdq_layer_norm_cases() + quantized_conv_cases() + qdq_conv_cases() +
             quantized_max_pool_cases() + qdq_stem_pool_cases() + i8_max_pool_cases() + qdq_quantized_stem_pool_cases() +
             quantized_space_to_depth_cases())

@@ -1,16 +1,19 @@
 // The quantized kernels run directly through their registry entries: every quantized_linear entry (the tiled kernel
-// and CUTLASS's sm_90 i8 and e4m3 products, f16 results and results quantized again) against a double-precision
+// and CUTLASS's sm_90 i8 and e4m3 products, f16 results and results quantized again; the weight-only form's
+// dequantized product and rows kernel) against a double-precision
 // reference of the same quantized operands, with fixed and caller-bound (also misaligned) buffers; the vector quantize
 // kernels (f32 math) bit for bit against the element kernels (f64 math), exact ties and specials included; both
 // quantized_conv entries
 // against a double reference.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -52,7 +55,8 @@ void upload(const DeviceBuffer& d, const std::vector<T>& v) {
 // One step of `kernel` for the network's last layer: prepared with the given device tensors (caller ones unbound),
 // bound, launched on a stream and synchronized.
 void run_step(const std::string& kernel, const Network& net, std::vector<DeviceTensor> inputs,
-              std::vector<DeviceTensor> outputs, const std::vector<void*>& bind_inputs, void* bind_output) {
+              std::vector<DeviceTensor> outputs, const std::vector<void*>& bind_inputs, void* bind_output,
+              std::size_t workspace_bytes = 0) {
   const KernelEntry* entry = find_kernel_entry(kernel);
   ASSERT_NE(entry, nullptr) << kernel;
   const graph::Graph& g = graph::graph_of(net);
@@ -67,6 +71,9 @@ void run_step(const std::string& kernel, const Network& net, std::vector<DeviceT
   launch.outputs = std::move(outputs);
   LibraryHandles handles;
   launch.handles = &handles;
+  const DeviceBuffer workspace(workspace_bytes);
+  launch.workspace = workspace_bytes != 0 ? workspace.base : nullptr;
+  launch.workspace_bytes = workspace_bytes;
   std::unique_ptr<StepState> state;
   try {
     state = entry->prepare(launch);
@@ -271,6 +278,151 @@ TEST(CudaQuantizedLinear, EveryEntryQuantizesItsResultAgain) {
           {"quantized_linear_f8e4m3_f8e4m3_cutlass_sm90_coop128x128", DataType::kF8E4M3, true},
       },
       144, true, [](DataType type) { return type == DataType::kI8 ? 1e-3 : 5e-2; });
+}
+
+// ---- quantized_linear, weight-only ----
+
+// gelu_erf(scale[n] · Σ x·w + b[n] + r) of a float x (f16, bf16 or f32) and an i8 or e4m3 weight, the result in x's
+// type (r absent without `with_residual`); rel-L2 against double of the same x and weight. The step gets 64 MiB of
+// scratch (the dequantized product's weight and cuBLASLt's).
+double weight_only_error(const std::string& kernel, DataType weight_type, DataType x_type, std::int64_t m,
+                         std::int64_t n, std::int64_t k, Binding binding, bool with_residual) {
+  std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + k));
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
+  const auto mk = static_cast<std::size_t>(m * k), nk = static_cast<std::size_t>(n * k),
+             mn = static_cast<std::size_t>(m * n);
+  const std::size_t x_bytes = element_size(x_type);
+  // x's values rounded to its type, and their bytes (f16 / bf16 bits, or f32).
+  std::vector<double> xv(mk), rv(mn), bv(static_cast<std::size_t>(n));
+  auto encode = [&](std::vector<double>& values, float spread) {
+    std::vector<std::uint8_t> bytes(values.size() * x_bytes);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float f = spread * unit(rng);
+      if (x_type == DataType::kF16) {
+        const std::uint16_t h = f32_to_f16_bits(f);
+        values[i] = f16_bits_to_f32(h);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      } else if (x_type == DataType::kBF16) {
+        const std::uint16_t h = f32_to_bf16_bits(f);
+        values[i] = bf16_bits_to_f32(h);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      } else {
+        values[i] = f;
+        std::memcpy(&bytes[i * 4], &f, 4);
+      }
+    }
+    return bytes;
+  };
+  const std::vector<std::uint8_t> x = encode(xv, 2.F), bias = encode(bv, 0.5F), residual = encode(rv, 1.F);
+  std::vector<std::uint8_t> w(nk);
+  for (auto& b : w) {
+    b = weight_type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
+                                     : f32_to_f8e4m3_bits(f8(rng));
+  }
+  auto value = [&](std::uint8_t b) {
+    return weight_type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
+  };
+  const double typical = weight_type == DataType::kI8 ? 73.0 : 140.0;  // |w| per term, roughly
+  std::vector<float> scale(static_cast<std::size_t>(n));
+  for (auto& s : scale) s = static_cast<float>((1.5 + unit(rng)) / (typical * std::sqrt(static_cast<double>(k))));
+
+  Network net;
+  Tensor tx = net.add_input("x", x_type, {m, k});
+  Tensor tw = net.add_constant_copy(weight_type, {n, k}, w.data(), "w");
+  Tensor ts = net.add_constant_copy(DataType::kF32, {n}, scale.data(), "s");
+  Tensor tb = net.add_constant_copy(x_type, {n}, bias.data(), "b");
+  Tensor tr = with_residual ? net.add_input("r", x_type, {m, n}) : Tensor{};
+  const Attributes attrs = {{"to", std::string(to_string(x_type))}, {"activation", std::string("gelu_erf")}};
+  net.mark_output(net.add_layer("quantized_linear", {tx, tw, ts, tb, tr}, attrs, "fc")[0], "y");
+
+  DeviceBuffer dx(x.size()), dw(nk), ds(scale.size() * 4), db(bias.size()), dr(residual.size()), dy(mn * x_bytes);
+  upload(dx, x);
+  upload(dw, w);
+  upload(ds, scale);
+  upload(db, bias);
+  upload(dr, residual);
+  EXPECT_EQ(cudaMemset(dy.base, 0xFF, mn * x_bytes + 64), cudaSuccess);  // NaN: an unwritten element fails
+  const bool caller = binding != Binding::kFixed;
+  // Misaligned: x and y one element past 16 bytes (the rows kernel's scalar loads of x).
+  const std::size_t offset = binding == Binding::kCallerMisaligned ? x_bytes : 0;
+  void* xp = dx.at(offset);
+  void* y = dy.at(offset);
+  if (offset != 0) {
+    EXPECT_EQ(cudaMemcpy(xp, x.data(), x.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  run_step(kernel, net,
+           {tensor(x_type, {m, k}, xp, caller), tensor(weight_type, {n, k}, dw.base, false),
+            tensor(DataType::kF32, {n}, ds.base, false), tensor(x_type, {n}, db.base, false),
+            with_residual ? tensor(x_type, {m, n}, dr.base, caller) : tensor(DataType::kF32, {}, nullptr, false)},
+           {tensor(x_type, {m, n}, y, caller)}, {xp, dw.base, ds.base, db.base, dr.base}, y, std::size_t{64} << 20);
+  std::vector<std::uint8_t> got(mn * x_bytes);
+  EXPECT_EQ(cudaMemcpy(got.data(), y, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  double num = 0, den = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        sum += xv[static_cast<std::size_t>(i * k + p)] * value(w[static_cast<std::size_t>(j * k + p)]);
+      }
+      const auto o = static_cast<std::size_t>(i * n + j);
+      double v =
+          sum * scale[static_cast<std::size_t>(j)] + bv[static_cast<std::size_t>(j)] + (with_residual ? rv[o] : 0.0);
+      v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440));
+      double g = 0;
+      if (x_type == DataType::kF32) {
+        float f = 0;
+        std::memcpy(&f, &got[o * 4], 4);
+        g = f;
+      } else {
+        std::uint16_t h = 0;
+        std::memcpy(&h, &got[o * 2], 2);
+        g = x_type == DataType::kF16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+      }
+      if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
+      num += (g - v) * (g - v);
+      den += v * v;
+    }
+  }
+  return std::sqrt(num / den);
+}
+
+// Every form (the dequantized cuBLASLt product, the rows kernel and the tensor-core kernel, f16 and bf16 x only) for
+// one row, a few and many (partial groups of rows and of features; for the tensor-core kernel, a misaligned x runs
+// the rows kernel), every x type and weight type, fixed, caller and misaligned caller buffers, with a residual
+// and without. The dequantized product also takes a K that is no multiple of 8 (its dequantize element by element).
+TEST(CudaQuantizedLinear, WeightOnlyEntriesComputeTheProductOfTheFloatXAndTheQuantizedWeight) {
+  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  for (const char* kernel :
+       {"quantized_linear_weight_only_dequantized_cublaslt", "quantized_linear_weight_only_dequantized_cublaslt_algo1",
+        "quantized_linear_weight_only_rows", "quantized_linear_weight_only_mma",
+        "quantized_linear_weight_only_mma_rows8"}) {
+    const bool rows = std::string(kernel) == "quantized_linear_weight_only_rows";
+    const bool mma = std::string(kernel).rfind("quantized_linear_weight_only_mma", 0) == 0;
+    for (DataType weight_type : {DataType::kI8, DataType::kF8E4M3}) {
+      for (DataType x_type : {DataType::kF16, DataType::kBF16, DataType::kF32}) {
+        if (mma && x_type == DataType::kF32) continue;
+        for (const Shape& shape : {Shape{1, 70, 256}, Shape{3, 72, 512}, Shape{37, 70, 128}, Shape{12, 40, 64},
+                                   Shape{6, 24, 40}, Shape{5, 24, 36}}) {
+          if ((rows && shape.k % 8 != 0) || (mma && shape.k % 64 != 0)) continue;
+          for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
+            for (bool with_residual : {true, false}) {
+              SCOPED_TRACE(fmt::format("{} w {} x {} m {} n {} k {} binding {}{}", kernel, to_string(weight_type),
+                                       to_string(x_type), shape.m, shape.n, shape.k, static_cast<int>(binding),
+                                       with_residual ? " residual" : ""));
+              const double limit = x_type == DataType::kF32 ? 1e-5 : x_type == DataType::kF16 ? 2e-3 : 1.2e-2;
+              EXPECT_LT(
+                  weight_only_error(kernel, weight_type, x_type, shape.m, shape.n, shape.k, binding, with_residual),
+                  limit);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // ---- quantized_conv ----

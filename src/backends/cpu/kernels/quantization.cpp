@@ -68,7 +68,8 @@ void dequantize_kernel(KernelContext& ctx) {
 // activation(scale[n] * Σ_k x[m, k] · weight[n, k] + bias[n] + residual[m, n]), rounded once to the output dtype, or,
 // with `quantize_to`, divided by output_scale and rounded once onto the quantized grid as quantize does (the value is
 // not rounded to `to` first). The quantized values are exact in double and so are their products; the sum (dgemm) is
-// exact for i8 and within a double's rounding for f8e4m3, far below any output dtype's.
+// exact for i8 and within a double's rounding for f8e4m3, far below any output dtype's. A weight-only product's float
+// x is read as it is (its values are exact in double too).
 void quantized_linear_kernel(KernelContext& ctx) {
   const TensorRef& x = ctx.input(0);
   const TensorRef& weight = ctx.input(1);

@@ -318,7 +318,7 @@ GemmStep prepare_gemm(const StepLaunch& launch, const Gemm& g, std::vector<GemmS
 // computes Cᵀ = op(B)ᵀ · op(A)ᵀ: its "A" is our B and its "B" our A, and Cᵀ [n, m] column-major with ld n is C
 // row-major.
 void run_gemm(const StepLaunch& launch, const GemmStep& step, const void* a, const void* b, void* c,
-              const void* residual, const void* bias) {
+              const void* residual, const void* bias, void* workspace) {
   const GemmPlan* plan = &step.aligned;
   if (step.unaligned) {
     auto meets = [](bool caller, const void* p, std::uint32_t need) {
@@ -349,7 +349,7 @@ void run_gemm(const StepLaunch& launch, const GemmStep& step, const void* a, con
     const void* c_in = residual != nullptr ? residual : pc;
     TENSORACLE_CUBLAS_CHECK(
         cublasLtMatmul(launch.handles->cublaslt(), d.op, alpha, base_b + o.b, d.a, base_a + o.a, d.b, beta, c_in, d.c,
-                       pc, d.c, &plan->heuristic.algo, launch.workspace, step.workspace_bytes, launch.stream),
+                       pc, d.c, &plan->heuristic.algo, workspace, step.workspace_bytes, launch.stream),
         layer_name(launch));
   }
 }
@@ -524,7 +524,8 @@ void launch_matmul(const StepLaunch& launch, const MatmulPlan& plan) {
     case MatmulPlan::Kind::kEmpty: return;
     case MatmulPlan::Kind::kZero: zero_fill(launch, out, plan.out_bytes); return;
     case MatmulPlan::Kind::kGemm:
-      run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out, nullptr, nullptr);
+      run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out, nullptr, nullptr,
+               launch.workspace);
       return;
   }
 }
@@ -604,25 +605,43 @@ LinearPlan prepare_linear(const StepLaunch& launch) {
   return plan;
 }
 
-void launch_linear(const StepLaunch& launch, const LinearPlan& plan) {
-  void* out = launch.outputs[0].data;
-  const void* bias = plan.has_bias ? launch.inputs[2].data : nullptr;
+// The addresses a planned linear product runs on (a step's bound tensors, or another op's view of them).
+struct LinearOperands {
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;      // with LinearPlan::has_bias
+  const void* residual = nullptr;  // with LinearPlan::residual
+  void* out = nullptr;
+  void* workspace = nullptr;  // cuBLASLt's scratch, of the size the plan was made for
+};
+
+void launch_linear_on(const StepLaunch& launch, const LinearPlan& plan, const LinearOperands& o) {
   switch (plan.kind) {
     case LinearPlan::Kind::kEmpty: return;
-    case LinearPlan::Kind::kZero: zero_fill(launch, out, plan.out_bytes); return;
-    case LinearPlan::Kind::kBiasOnly: fill_rows(launch, plan.dtype, bias, out, plan.rows, plan.features); return;
+    case LinearPlan::Kind::kZero: zero_fill(launch, o.out, plan.out_bytes); return;
+    case LinearPlan::Kind::kBiasOnly: fill_rows(launch, plan.dtype, o.bias, o.out, plan.rows, plan.features); return;
     case LinearPlan::Kind::kGemm: {
       if (plan.fill_bias_rows) {
-        fill_rows(launch, plan.dtype, bias, out, plan.rows, plan.features);
-        run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out, nullptr, nullptr);
+        fill_rows(launch, plan.dtype, o.bias, o.out, plan.rows, plan.features);
+        run_gemm(launch, *plan.gemm, o.x, o.weight, o.out, nullptr, nullptr, o.workspace);
       } else {
-        run_gemm(launch, *plan.gemm, launch.inputs[0].data, launch.inputs[1].data, out,
-                 plan.residual ? launch.inputs[3].data : nullptr, bias);
-        if (plan.gelu_erf_after) gelu_erf_in_place(launch, plan.dtype, out, plan.rows * plan.features);
+        run_gemm(launch, *plan.gemm, o.x, o.weight, o.out, o.residual, o.bias, o.workspace);
+        if (plan.gelu_erf_after) gelu_erf_in_place(launch, plan.dtype, o.out, plan.rows * plan.features);
       }
       return;
     }
   }
+}
+
+void launch_linear(const StepLaunch& launch, const LinearPlan& plan) {
+  LinearOperands o;
+  o.x = launch.inputs[0].data;
+  o.weight = launch.inputs[1].data;
+  o.bias = plan.has_bias ? launch.inputs[2].data : nullptr;
+  o.residual = plan.residual ? launch.inputs[3].data : nullptr;
+  o.out = launch.outputs[0].data;
+  o.workspace = launch.workspace;
+  launch_linear_on(launch, plan, o);
 }
 
 // ---- linear on Hopper through CUTLASS: bias, residual and erf-GELU in the product's epilogue ----
@@ -716,16 +735,30 @@ bool supports_gemm(const graph::Graph& graph, const graph::Layer& layer, Precisi
   return output_dtype(graph, layer, 0) == kDtype;
 }
 
-// The workspace of algorithm kAlgo of cuBLASLt's heuristic for a linear layer's product at these shapes, with
-// arena-aligned (256-byte) pointers, within kGemmWorkspaceBytes.
+// The workspace of algorithm kAlgo of cuBLASLt's heuristic for a product g (no bias, epilogue or residual set yet)
+// with arena-aligned (256-byte) pointers, within kGemmWorkspaceBytes.
 template <int kAlgo>
-std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
-                             Precision precision) {
+std::size_t gemm_workspace(Gemm g, bool bias, const std::string& activation, bool residual, Precision precision,
+                           const std::string& context) {
   static const cublasLtHandle_t handle = [] {
     cublasLtHandle_t h = nullptr;
     return cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS ? h : nullptr;
   }();
   if (handle == nullptr) return kGemmWorkspaceBytes;
+  if (g.m == 0 || g.n == 0 || g.k == 0) return 0;
+  alignas(256) static const std::byte aligned[256] = {};  // a stand-in bias pointer: only its alignment matters here
+  if (bias) g.bias = aligned;
+  g.activation = epilogue_activation(activation);
+  g.accumulate = residual;
+  const GemmPlan plan = make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256,
+                                       kGemmWorkspaceBytes, context, kAlgo);
+  return plan.found ? plan.heuristic.workspaceSize : kGemmWorkspaceBytes;
+}
+
+// The same for a linear layer's product at these shapes.
+template <int kAlgo>
+std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
+                             Precision precision) {
   const Dims& x = shapes.at(static_cast<std::size_t>(layer.inputs[0]));
   const Dims& weight = shapes.at(static_cast<std::size_t>(layer.inputs[1]));
   Gemm g;
@@ -734,15 +767,9 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
   g.m = volume(x, 0, x.rank() - 1);
   g.n = weight[0];
   g.k = weight[1];
-  if (g.m == 0 || g.n == 0 || g.k == 0) return 0;
-  alignas(256) static const std::byte aligned[256] = {};  // a stand-in bias pointer: only its alignment matters here
-  if (has_tensor(layer, 2)) g.bias = aligned;
-  g.activation =
-      epilogue_activation(graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none"));
-  g.accumulate = has_tensor(layer, 3);
-  const GemmPlan plan = make_gemm_plan(handle, g, compute_type(g.dtype, precision), 256, 256, 256, 256,
-                                       kGemmWorkspaceBytes, layer.name, kAlgo);
-  return plan.found ? plan.heuristic.workspaceSize : kGemmWorkspaceBytes;
+  return gemm_workspace<kAlgo>(g, has_tensor(layer, 2),
+                               graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none"),
+                               has_tensor(layer, 3), precision, layer.name);
 }
 
 // The CUTLASS products: activation "gelu_erf" (the other epilogues are cuBLASLt's), a constant 2D weight [n, k] with n
@@ -810,6 +837,152 @@ std::size_t pointwise_conv_workspace(const graph::Graph& graph, const graph::Lay
   return linear_workspace<kAlgo>(graph, layer, as_linear_shapes, precision);
 }
 
+// ---- weight-only quantized_linear: a float x times an i8 or f8e4m3 weight, dequantized for cuBLASLt ----
+// At each enqueue the weight times its scale per output feature is written in x's type at the start of the step's
+// scratch (which the steps share, so it is written again every time: the weight's N·K bytes read and twice (f16) that
+// written), and linear's cuBLASLt product, with bias, residual and activation in its epilogue, runs on it with the
+// rest of the scratch. Any number of rows; the engine holds the weight's quantized bytes. quantized_linear.cu's rows
+// kernel reads the quantized weight directly instead (timed against these).
+
+// Weight elements per thread: 8 when the rows split into such groups and the weight's address allows 8-byte loads.
+constexpr int kDequantizeVector = 8;
+
+template <typename Q, typename T, int kVector>
+__global__ void dequantize_weight_kernel(const Q* __restrict__ w, const float* __restrict__ scale, T* __restrict__ out,
+                                         std::int64_t groups, std::int64_t k) {
+  struct alignas(kVector * sizeof(Q)) In {
+    Q v[kVector];
+  };
+  struct alignas(kVector * sizeof(T) > 16 ? 16 : kVector * sizeof(T)) Out {
+    T v[kVector];
+  };
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    const std::int64_t first = g * kVector;
+    const float s = scale[first / k];  // kVector divides k: a group lies in one row
+    const In in = *reinterpret_cast<const In*>(w + first);
+    Out result;
+#pragma unroll
+    for (int i = 0; i < kVector; ++i) result.v[i] = from_compute<T>(static_cast<float>(to_compute(in.v[i])) * s);
+    *reinterpret_cast<Out*>(out + first) = result;
+  }
+}
+
+using DequantizeFn = void (*)(const StepLaunch& launch, const void* w, const float* scale, void* out,
+                              std::int64_t elements, std::int64_t k);
+
+template <typename Q, typename T, int kVector>
+void dequantize_weight(const StepLaunch& launch, const void* w, const float* scale, void* out, std::int64_t elements,
+                       std::int64_t k) {
+  const std::int64_t groups = elements / kVector;
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((groups + kThreads - 1) / kThreads, 65535));
+  dequantize_weight_kernel<Q, T, kVector>
+      <<<blocks, kThreads, 0, launch.stream>>>(static_cast<const Q*>(w), scale, static_cast<T*>(out), groups, k);
+  check_launch(launch);
+}
+
+template <typename Q, typename T>
+DequantizeFn dequantize_for(bool vector) {
+  return vector ? dequantize_weight<Q, T, kDequantizeVector> : dequantize_weight<Q, T, 1>;
+}
+
+template <typename Q>
+DequantizeFn dequantize_for(DataType to, bool vector) {
+  switch (to) {
+    case DataType::kF16: return dequantize_for<Q, F16>(vector);
+    case DataType::kBF16: return dequantize_for<Q, BF16>(vector);
+    default: return dequantize_for<Q, float>(vector);
+  }
+}
+
+// The scratch the dequantized weight takes ahead of cuBLASLt's (256-byte aligned).
+std::size_t dequantized_weight_bytes(std::int64_t n, std::int64_t k, DataType to) {
+  return (static_cast<std::size_t>(n * k) * element_size(to) + 255) / 256 * 256;
+}
+
+struct WeightOnlyPlan {
+  LinearPlan linear;
+  DequantizeFn dequantize = nullptr;
+  std::int64_t elements = 0, k = 0;
+  std::size_t weight_bytes = 0;  // the dequantized weight's share of the scratch
+};
+
+// The linear step that quantized_linear's weight-only form is on its dequantized weight: x, that weight (in the
+// scratch), bias (input 3) and residual (input 4); the scratch after the weight for cuBLASLt.
+template <int kAlgo>
+WeightOnlyPlan prepare_weight_only_dequantized(const StepLaunch& launch) {
+  const DeviceTensor& x = launch.inputs.at(0);
+  const DeviceTensor& weight = launch.inputs.at(1);
+  WeightOnlyPlan plan;
+  plan.k = weight.shape[1];
+  plan.elements = weight.shape[0] * plan.k;
+  plan.weight_bytes = dequantized_weight_bytes(weight.shape[0], plan.k, x.dtype);
+  if (launch.workspace == nullptr || launch.workspace_bytes < plan.weight_bytes) {
+    launch.attrs->fail(fmt::format("the dequantized weight needs {} bytes of scratch, the step has {}",
+                                   plan.weight_bytes, launch.workspace_bytes));
+  }
+  StepLaunch linear = launch;
+  DeviceTensor dequantized;
+  dequantized.dtype = x.dtype;
+  dequantized.shape = weight.shape;
+  dequantized.data = launch.workspace;
+  const DeviceTensor absent;
+  linear.inputs = {x, dequantized, present(launch, 3) ? launch.inputs[3] : absent,
+                   present(launch, 4) ? launch.inputs[4] : absent};
+  linear.workspace = static_cast<std::byte*>(launch.workspace) + plan.weight_bytes;
+  linear.workspace_bytes = launch.workspace_bytes - plan.weight_bytes;
+  plan.linear = prepare_linear<true, kAlgo>(linear);
+  const bool vector =
+      plan.k % kDequantizeVector == 0 &&
+      reinterpret_cast<std::uintptr_t>(weight.data) % (kDequantizeVector * element_size(weight.dtype)) == 0;
+  plan.dequantize = weight.dtype == DataType::kI8 ? dequantize_for<std::int8_t>(x.dtype, vector)
+                                                  : dequantize_for<F8E4M3>(x.dtype, vector);
+  return plan;
+}
+
+void launch_weight_only_dequantized(const StepLaunch& launch, const WeightOnlyPlan& plan) {
+  if (plan.linear.kind == LinearPlan::Kind::kGemm) {
+    plan.dequantize(launch, launch.inputs[1].data, static_cast<const float*>(launch.inputs[2].data), launch.workspace,
+                    plan.elements, plan.k);
+  }
+  LinearOperands o;
+  o.x = launch.inputs[0].data;
+  o.weight = launch.workspace;
+  o.bias = plan.linear.has_bias ? launch.inputs[3].data : nullptr;
+  o.residual = plan.linear.residual ? launch.inputs[4].data : nullptr;
+  o.out = launch.outputs[0].data;
+  o.workspace = static_cast<std::byte*>(launch.workspace) + plan.weight_bytes;
+  launch_linear_on(launch, plan.linear, o);
+}
+
+// quantized_linear's weight-only form: a float x (f32, f16 or bf16) of the result's type, an i8 or f8e4m3 weight, no
+// quantized result.
+bool supports_weight_only(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
+  if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || !has_tensor(layer, 2) || has_tensor(layer, 5)) return false;
+  const DataType x = input_dtype(graph, layer, 0), w = input_dtype(graph, layer, 1);
+  return (x == DataType::kF32 || x == DataType::kF16 || x == DataType::kBF16) && output_dtype(graph, layer, 0) == x &&
+         (w == DataType::kI8 || w == DataType::kF8E4M3);
+}
+
+template <int kAlgo>
+std::size_t weight_only_dequantized_workspace(const graph::Graph& graph, const graph::Layer& layer,
+                                              const std::vector<Dims>& shapes, Precision precision) {
+  const Dims& weight = shapes.at(static_cast<std::size_t>(layer.inputs[1]));
+  const DataType to = graph.tensor(layer.outputs[0]).dtype;
+  const Dims& x = shapes.at(static_cast<std::size_t>(layer.inputs[0]));
+  Gemm g;
+  g.dtype = to;
+  g.trans_b = true;
+  g.m = volume(x, 0, x.rank() - 1);
+  g.n = weight[0];
+  g.k = weight[1];
+  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  return dequantized_weight_bytes(weight[0], weight[1], to) +
+         gemm_workspace<kAlgo>(g, has_tensor(layer, 3), attrs.get_string("activation", "none"), has_tensor(layer, 4),
+                               precision, layer.name);
+}
+
 }  // namespace
 
 // The f16/bf16 linear entries with the heuristic's algorithm `index` instead of its first, timed against it.
@@ -873,6 +1046,15 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
           "linear_f64_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF64>, ws, linear_workspace<0>),
   };
   kernels.insert(kernels.end(), entries.begin(), entries.end());
+  // quantized_linear's weight-only form, ahead of quantized_linear.cu's rows kernel (the registry keeps this order
+  // within an op): --no-timing builds take the dequantized product, which suits every row count. The static bound
+  // is 0: the scratch follows the weight (weight_only_dequantized_workspace).
+  kernels.push_back(prepared_kernel<prepare_weight_only_dequantized<0>, launch_weight_only_dequantized>(
+      "quantized_linear_weight_only_dequantized_cublaslt", "quantized_linear", supports_weight_only, 0,
+      weight_only_dequantized_workspace<0>));
+  kernels.push_back(prepared_kernel<prepare_weight_only_dequantized<1>, launch_weight_only_dequantized>(
+      "quantized_linear_weight_only_dequantized_cublaslt_algo1", "quantized_linear", supports_weight_only, 0,
+      weight_only_dequantized_workspace<1>));
   // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
   if (sm90::kFusedGemmBuilt) {
     using sm90::GemmConfig;

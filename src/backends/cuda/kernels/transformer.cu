@@ -33,6 +33,7 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/cudnn_attention.hpp"
 #include "backends/cuda/kernels/cudnn_util.hpp"
+#include "backends/cuda/kernels/mma_sm80.cuh"
 #include "graph/ops/attention_layout.hpp"
 #include "tensoracle/logging.hpp"
 
@@ -43,6 +44,7 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels);
 namespace {
 
 using kernels::check_launch;
+using kernels::mma_16816;
 
 // ---- storage types and conversions ----
 
@@ -336,23 +338,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_address(p)));
-}
-
-template <bool kBf16>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 // Two floats as a packed pair of q's dtype (lo in the low half), rounded to nearest even.
