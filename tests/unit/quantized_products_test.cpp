@@ -279,35 +279,48 @@ TEST(QuantizedProducts, AQuantizeAfterAProductBecomesItsEpilogue) {
   }
 }
 
-TEST(QuantizedProducts, ALayerNormAlsoWritesItsQuantizedResult) {
+// A norm (layer_norm or rms_norm) whose result the next product reads quantized and an add reads in float (BERT's
+// post-norm block boundary, a LLaMA-style block's norm): after the device passes it writes its result quantized too
+// (output_scale after its weight and bias), which the product reads, while the add reads the float one.
+void expect_norm_writes_its_quantized_result(const std::string& op, DataType type) {
+  SCOPED_TRACE(op);
   builder::WeightPool pool;
   Network net;
   Tensor x = net.add_input("x", DataType::kF32, {-1, 32});
-  // BERT's post-norm block boundary: the layer norm's result is read by the next product (quantized) and by the
-  // residual add after it.
-  Tensor n = net.add_layer(
-      "layer_norm",
-      {x, f32_constant(net, "ln.weight", Dims{32}, 0.5f, 1.5f), f32_constant(net, "ln.bias", Dims{32}, -0.5f, 0.5f)},
-      {}, "ln")[0];
-  Tensor y = net.add_binary("add", quantized_linear_of(net, n, DataType::kI8, 32, true, "fc"), n);
-  net.mark_output(y, "y");
+  std::vector<Tensor> inputs = {x, f32_constant(net, op + ".weight", Dims{32}, 0.5f, 1.5f)};
+  if (op == "layer_norm") inputs.push_back(f32_constant(net, op + ".bias", Dims{32}, -0.5f, 0.5f));
+  Tensor n = net.add_layer(op, inputs, {}, "norm")[0];
+  net.mark_output(net.add_binary("add", quantized_linear_of(net, n, type, 32, true, "fc"), n), "y");
   Network device = builder::device_layout_passes(builder::lower_quantized_products(net, pool), pool);
   EXPECT_EQ(count_ops(device, "quantize"), 0);
   const graph::Graph& g = graph::graph_of(device);
-  const graph::Layer& ln = only_layer(device, "layer_norm");
-  ASSERT_EQ(ln.inputs.size(), 4u);
-  ASSERT_EQ(ln.outputs.size(), 2u);
-  EXPECT_EQ(std::get<std::string>(ln.attrs.at("quantize_to")), "i8");
-  EXPECT_EQ(g.tensor(ln.outputs[0]).dtype, DataType::kF32);
-  EXPECT_EQ(g.tensor(ln.outputs[1]).dtype, DataType::kI8);
+  const graph::Layer& norm = only_layer(device, op);
+  ASSERT_EQ(norm.inputs.size(), inputs.size() + 1);
+  ASSERT_EQ(norm.outputs.size(), 2u);
+  EXPECT_EQ(g.tensor(norm.inputs.back()).dtype, DataType::kF32);
+  EXPECT_EQ(std::get<std::string>(norm.attrs.at("quantize_to")), to_string(type));
+  EXPECT_EQ(g.tensor(norm.outputs[0]).dtype, DataType::kF32);
+  EXPECT_EQ(g.tensor(norm.outputs[1]).dtype, type);
   const graph::Layer& fc = only_layer(device, "quantized_linear");
-  EXPECT_EQ(fc.inputs[0], ln.outputs[1]);  // the product reads the quantized result
+  EXPECT_EQ(fc.inputs[0], norm.outputs[1]);  // the product reads the quantized result
   ASSERT_EQ(fc.inputs.size(), 5u);
-  EXPECT_EQ(fc.inputs[4], ln.outputs[0]);  // the residual, the float one
+  EXPECT_EQ(fc.inputs[4], norm.outputs[0]);  // the residual, the float one
   std::map<std::string, HostTensor> in{{"x", random_input({6, 32}, 12)}};
   // Quantized from the double value instead of the f32 one: a value within an f32 rounding of a step boundary may
   // land one step over.
   EXPECT_LT(rel_l2(run_reference(device, in).at("y"), run_reference(net, in).at("y")), 1e-3);
+  // Lowered to f16, the output scale stays f32.
+  Network low = builder::lower_precision(device, DataType::kF16, pool, plugin::Device::kHost);
+  EXPECT_EQ(graph::graph_of(low).tensor(only_layer(low, op).inputs.back()).dtype, DataType::kF32);
+}
+
+TEST(QuantizedProducts, ALayerNormAlsoWritesItsQuantizedResult) {
+  expect_norm_writes_its_quantized_result("layer_norm", DataType::kI8);
+}
+
+TEST(QuantizedProducts, AnRmsNormAlsoWritesItsQuantizedResult) {
+  expect_norm_writes_its_quantized_result("rms_norm", DataType::kF8E4M3);
+  expect_norm_writes_its_quantized_result("rms_norm", DataType::kI8);
 }
 
 // x -> quantize -> dequantize, one scale.

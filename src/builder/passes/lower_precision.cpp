@@ -54,6 +54,7 @@ bool is_scale_input(const std::string& op, std::size_t i) {
   if (op == "quantized_linear") return i == 2 || i == 5;          // the product's scale, the output's
   if (op == "quantized_conv") return i == 2 || i == 5 || i == 6;  // the product's, the output's, the residual's
   if (op == "layer_norm") return i == 3;                          // `quantize_to`'s output scale
+  if (op == "rms_norm") return i == 2;                            // `quantize_to`'s output scale
   if (op == "max_pool2d") return i == 1;                          // `quantize_to`'s output scale
   return false;
 }

@@ -67,9 +67,9 @@ Network fuse_epilogues(const Network& network);  // passes/fuse_epilogues.cpp
 
 // CUDA target: a quantized_linear (quantized_conv) whose result only a quantize with one constant scale reads becomes
 // one quantized_linear (quantized_conv) with that quantize in its epilogue (attribute quantize_to, the scale as input
-// 5): the product's result stays quantized for the next quantized product, never written in float. A layer_norm read by
-// such a quantize (and possibly by others) gets quantize_to, the scale as input 3 and the quantized result as a second
-// output. Run after fuse_epilogues.
+// 5): the product's result stays quantized for the next quantized product, never written in float (a weight-only
+// product's result stays float). A layer_norm (rms_norm) read by such a quantize (and possibly by others) gets
+// quantize_to, the scale as input 3 (2) and the quantized result as a second output. Run after fuse_epilogues.
 Network fuse_quantized_outputs(const Network& network);  // passes/quantized_products.cpp
 
 // CUDA target: f16/bf16 2D convolutions and 2D quantized_convs run channels last (NHWC, where cuDNN's tensor-core

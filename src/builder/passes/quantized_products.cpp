@@ -1,7 +1,7 @@
 // Builder passes: a linear or conv between dequantizes (explicit quantization's pattern) becomes one quantized_linear
 // or quantized_conv (a linear whose weight alone is dequantized, a weight-only quantized_linear), and a quantize after
-// one of those, a layer_norm or a max_pool2d becomes part of that layer (its result stays quantized for the next
-// product; an i8 quantize after a quantized_conv's max pool moves before the pool).
+// one of those, a layer_norm, an rms_norm or a max_pool2d becomes part of that layer (its result stays quantized for
+// the next product; an i8 quantize after a quantized_conv's max pool moves before the pool).
 #include <fmt/format.h>
 
 #include <optional>
@@ -164,8 +164,8 @@ namespace {
 
 // The quantize a layer can take into its epilogue, when there is one: for a quantized_linear, quantized_conv or
 // max_pool2d the only reader of its float result (quantizing a maximum is the maximum of the quantized values: the
-// rounding is monotonic); for a layer_norm the first per-tensor quantize among the readers of its result (the
-// others keep reading the float result, which the layer still writes).
+// rounding is monotonic); for a layer_norm or rms_norm the first per-tensor quantize among the readers of its result
+// (the others keep reading the float result, which the layer still writes).
 const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& uses, const graph::Layer& layer) {
   const bool product = (layer.op == "quantized_linear" || layer.op == "quantized_conv") &&
                        is_quantized(g.tensor(layer.inputs[0]).dtype);      // a weight-only product's result stays float
@@ -175,7 +175,7 @@ const graph::Layer* output_quantize(const graph::Graph& g, const TensorUses& use
     if (use == nullptr || use->position != 0 || !quantizes_per_tensor(g, g.layers[use->layer])) return nullptr;
     return &g.layers[use->layer];
   }
-  if (layer.op == "layer_norm" && layer.inputs.size() <= 3) {
+  if ((layer.op == "layer_norm" && layer.inputs.size() <= 3) || (layer.op == "rms_norm" && layer.inputs.size() <= 2)) {
     for (const TensorUse& use : uses.readers[static_cast<std::size_t>(layer.outputs[0])]) {
       if (use.position == 0 && quantizes_per_tensor(g, g.layers[use.layer])) return &g.layers[use.layer];
     }
@@ -252,9 +252,13 @@ Network fuse_quantized_outputs(const Network& network) {
       continue;
     }
     const graph::Layer& quantize = g.layers[static_cast<std::size_t>(quantize_of[l])];
-    // The scale goes after the layer's optional inputs: the quantized products' bias and residual, layer_norm's weight
-    // and bias.
-    const std::size_t scale_input = layer.op == "layer_norm" ? 3 : layer.op == "max_pool2d" ? 1 : 5;
+    // The scale goes after the layer's optional inputs: the quantized products' bias and residual, a norm's weight (and
+    // layer_norm's bias).
+    const bool norm = layer.op == "layer_norm" || layer.op == "rms_norm";
+    const std::size_t scale_input = layer.op == "layer_norm"   ? 3
+                                    : layer.op == "rms_norm"   ? 2
+                                    : layer.op == "max_pool2d" ? 1
+                                                               : 5;
     std::vector<Tensor> inputs;
     for (std::size_t i = 0; i < scale_input; ++i) {
       inputs.push_back(i < layer.inputs.size() ? rewriter.get(layer.inputs[i]) : Tensor{});
@@ -266,7 +270,7 @@ Network fuse_quantized_outputs(const Network& network) {
     Attributes attrs = layer.attrs;
     attrs["quantize_to"] = std::string(to_string(g.tensor(quantize.outputs[0]).dtype));
     std::vector<Tensor> outs = net.add_layer(layer.op, inputs, attrs, layer.name);
-    if (layer.op == "layer_norm") {  // the float result first, then the quantized one
+    if (norm) {  // the float result first, then the quantized one
       net.rename_tensor(outs[0], g.tensor(layer.outputs[0]).name);
       rewriter.set(layer.outputs[0], outs[0]);
     }

@@ -76,12 +76,15 @@ std::vector<OutputType> infer_layer_norm(InferContext& ctx) {
   return {OutputType{x.dtype, x.shape}, OutputType{*quantized, x.shape}};
 }
 
+// With `quantize_to` and output_scale (input 2), a second output as layer_norm's.
 std::vector<OutputType> infer_rms_norm(InferContext& ctx) {
   const TensorType& x = float_input(ctx);
   read_epsilon(ctx, 1e-6);
   auto shape = normalized_shape(ctx, x);
   check_parameter(ctx, 1, "weight", x, shape, "the normalized dims");
-  return {OutputType{x.dtype, x.shape}};
+  const std::optional<DataType> quantized = quantized_output_type(ctx, 2);
+  if (!quantized) return {OutputType{x.dtype, x.shape}};
+  return {OutputType{x.dtype, x.shape}, OutputType{*quantized, x.shape}};
 }
 
 // x [N, C, ...]: the ops below normalize per channel (dim 1).
@@ -146,10 +149,11 @@ void register_normalization_ops(std::vector<OpDef>& ops) {
                       "`quantize_to`, that quantized by output_scale as a second output)"});
   ops.push_back(OpDef{"rms_norm",
                       1,
-                      2,
-                      {"epsilon", "normalized_rank"},
+                      3,
+                      {"epsilon", "normalized_rank", "quantize_to"},
                       infer_rms_norm,
-                      "x / sqrt(mean(x^2) + eps) * weight over the last normalized_rank dims"});
+                      "x / sqrt(mean(x^2) + eps) * weight over the last normalized_rank dims (and, with "
+                      "`quantize_to`, that quantized by output_scale as a second output)"});
   ops.push_back(OpDef{"batch_norm",
                       3,
                       5,

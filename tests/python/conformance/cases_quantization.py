@@ -429,21 +429,25 @@ def qdq_mlp_cases():
 
 
 def qdq_layer_norm_cases():
-    """A layer norm whose result a quantized linear reads and a residual add reads too (BERT's block boundary): on CUDA
-    the layer norm writes its result quantized as a second output (fuse_quantized_outputs). The reference quantizes
-    the float64 layer norm; an engine that rounds it to f16 first may put a few values one step away (tolerance
-    1e-2)."""
+    """A layer norm (or RMS norm) whose result a quantized linear reads and a residual add reads too (BERT's block
+    boundary; a LLaMA block's RMS norm before its projections): on CUDA the norm writes its result quantized as a
+    second output (fuse_quantized_outputs). The reference quantizes the float64 norm; an engine that rounds it to f16
+    first may put a few values one step away (tolerance 1e-2)."""
     cases = []
-    # k 64: the layer norm's 16-byte vector path; 60: one element at a time.
-    for q, k in (("i8", 64), ("f8e4m3", 64), ("i8", 60)):
+    # k 64: the norm's 16-byte vector path; 60: one element at a time.
+    for norm, q, k in (("layer_norm", "i8", 64), ("layer_norm", "f8e4m3", 64), ("layer_norm", "i8", 60),
+                       ("rms_norm", "i8", 64), ("rms_norm", "f8e4m3", 64), ("rms_norm", "i8", 60)):
         quant = quantize_i8 if q == "i8" else quantize_e4m3
         top = 127 if q == "i8" else 448
-        weights = {"g": rand(k, dtype=torch.float16, low=0.5, high=1.5), "beta": rand(k, dtype=torch.float16),
-                   "w": rand(k, k, low=-1, high=1), "b": rand(k, dtype=torch.float16),
-                   "sw": scales(k, low=1 / top, high=1.2 / top)}
+        weights = {"g": rand(k, dtype=torch.float16, low=0.5, high=1.5), "w": rand(k, k, low=-1, high=1),
+                   "b": rand(k, dtype=torch.float16), "sw": scales(k, low=1 / top, high=1.2 / top)}
+        if norm == "layer_norm":
+            weights["beta"] = rand(k, dtype=torch.float16)
         sx = f32(4 / top)
+        norm_layer = layer("layer_norm", ["x", "g", "beta"], "n") if norm == "layer_norm" else \
+            layer("rms_norm", ["x", "g"], "n", epsilon=1e-6)
         layers = [
-            layer("layer_norm", ["x", "g", "beta"], "n"),
+            norm_layer,
             layer("quantize", ["w", "sw"], "wq", to=q, axis=0),
             layer("quantize", ["n", "sx"], "nq", to=q),
             layer("dequantize", ["nq", "sx"], "nd", to="f16"),
@@ -452,17 +456,37 @@ def qdq_layer_norm_cases():
             layer("add", ["h", "n"], "y"),
         ]
 
-        def ref(t, quant=quant):
+        def ref(t, quant=quant, norm=norm):
             x = t["x"]
-            mean = x.mean(-1, keepdim=True)
-            var = ((x - mean) ** 2).mean(-1, keepdim=True)
-            n = (x - mean) / torch.sqrt(var + 1e-5) * t["g"] + t["beta"]
+            if norm == "layer_norm":
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                n = (x - mean) / torch.sqrt(var + 1e-5) * t["g"] + t["beta"]
+            else:
+                n = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * t["g"]
             h = quantized_product(quant(n, t["sx"]), quant(t["w"], t["sw"], 0), t["sx"] * t["sw"], t["b"])
             return {"y": h + n.to(torch.float16).to(torch.float64)}
 
         x = rand(3, 11, k, dtype=torch.float16, low=-2, high=2)
-        cases.append(Case(f"qdq_layer_norm_{q}_{k}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
+        name = "qdq_layer_norm" if norm == "layer_norm" else "qdq_rms_norm"
+        cases.append(Case(f"{name}_{q}_{k}_f16", layers, {"x": x}, ref, weights=weights, outputs=["y"],
                           inline={"sx": ([sx], "f32", [])}, tolerance=1e-2))
+    # rms_norm's own quantize_to (as fuse_quantized_outputs writes it): both results, the quantized one compared as the
+    # i8 values of the float64 norm quantized (one step off at most where the GPU's f32 lands across a boundary).
+    for q in ("i8",):
+        k = 64
+        x = rand(5, k, dtype=torch.float16, low=-2, high=2)
+        weights = {"g": rand(k, dtype=torch.float16, low=0.5, high=1.5)}
+        so = 1 / 32
+
+        def ref(t):
+            n = t["x"] / torch.sqrt((t["x"] * t["x"]).mean(-1, keepdim=True) + 1e-6) * t["g"]
+            return {"n": n.to(torch.float16), "nq": quantize_i8(n, t["so"])}
+
+        cases.append(Case("rms_norm_quantize_to_i8_f16", [
+            {"op": "rms_norm", "inputs": ["x", "g", "so"], "outputs": ["n", "nq"],
+             "attrs": {"epsilon": 1e-6, "quantize_to": q}}], {"x": x}, ref, weights=weights, outputs=["n", "nq"],
+            inline={"so": ([so], "f32", [])}, max_abs=1))
     return cases
 
 

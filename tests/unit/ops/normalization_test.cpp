@@ -280,7 +280,21 @@ TEST(NormalizationOps, RmsNormRejectsBadAttributes) {
               AllOf(HasSubstr("layer 'rms' (rms_norm)"), HasSubstr("'epsilon' must be finite and >= 0")));
   EXPECT_THAT(graph_error([&] { net.add_layer("rms_norm", {x}, norm_attrs(3), "rms"); }),
               HasSubstr("'normalized_rank' is 3 but must be between 1 and the rank of x 'x' [2,8] (2)"));
-  EXPECT_THAT(graph_error([&] { net.add_layer("rms_norm", {x, x, x}, {}, "rms"); }), HasSubstr("takes 1 to 2 inputs"));
+  EXPECT_THAT(graph_error([&] {
+                net.add_layer("rms_norm", {x, x, x, x}, {}, "rms");
+              }),
+              HasSubstr("takes 1 to 3 inputs"));
+  // An output scale (input 2) needs `quantize_to`, and `quantize_to` an f32 scalar output scale.
+  Tensor scale = net.add_small_constant({0.1}, DataType::kF32, Dims{}, "so");
+  EXPECT_THAT(graph_error([&] {
+                net.add_layer("rms_norm", {x, {}, scale}, {}, "rms");
+              }),
+              HasSubstr("output_scale (input 2) is given but attribute 'quantize_to' is not"));
+  EXPECT_THAT(graph_error([&] {
+                net.add_layer("rms_norm", {x}, {{"quantize_to", std::string("i8")}}, "rms");
+              }),
+              HasSubstr("output_scale (needed with 'quantize_to')"));
+  EXPECT_EQ(net.add_layer("rms_norm", {x, {}, scale}, {{"quantize_to", std::string("i8")}}, "rms").size(), 2u);
 }
 
 TEST(NormalizationOps, RmsNormRejectsIntegerInput) {

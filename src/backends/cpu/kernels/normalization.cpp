@@ -111,8 +111,10 @@ void last_dims_norm(KernelContext& ctx, bool rms) {
     }
   }
   from_f64(out, y);
-  if (!rms && ctx.has_input(3)) {  // `quantize_to`: the normalized values quantized, in double, as a second output
-    quantize_in_place(y, to_f64(ctx.input(3))[0], ctx.output(1).dtype);
+  // `quantize_to` (output_scale: layer_norm's input 3, rms_norm's 2): the normalized values quantized, in double, as a
+  // second output.
+  if (const std::size_t scale = rms ? 2 : 3; ctx.has_input(scale)) {
+    quantize_in_place(y, to_f64(ctx.input(scale))[0], ctx.output(1).dtype);
     from_f64(ctx.output(1), y);
   }
 }

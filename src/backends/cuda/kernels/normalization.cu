@@ -534,7 +534,7 @@ struct LastDimsNormPlan {
   bool whole_vectors = false;           // len is a multiple of the 16-byte vector (the addresses are tested at launch)
   RowsLaunch vector_rows;               // in 16-byte vectors
   RowsLaunch scalar_rows;               // one element at a time
-  DataType quantized = DataType::kF32;  // layer_norm's `quantize_to` (i8 or f8e4m3), else f32: none
+  DataType quantized = DataType::kF32;  // `quantize_to` (i8 or f8e4m3), else f32: none
 };
 
 template <bool kRms>
@@ -555,7 +555,7 @@ LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
   plan.eps_f = host_double_to_float(eps);
   plan.rows = total / len;
   plan.len = len;
-  if (!kRms && launch.outputs.size() > 1) plan.quantized = launch.outputs[1].dtype;
+  if (launch.outputs.size() > 1) plan.quantized = launch.outputs[1].dtype;
   const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     plan.whole_vectors = len % kNormVector<T> == 0;
@@ -605,7 +605,7 @@ void launch_last_dims_norm_typed(const StepLaunch& launch, const LastDimsNormPla
   T* yp = static_cast<T*>(launch.outputs.at(0).data);
   QuantizedOut<Q> quantized;
   if constexpr (!std::is_same_v<Q, NoQuantized>) {
-    quantized.scale = static_cast<const float*>(launch.inputs.at(3).data);
+    quantized.scale = static_cast<const float*>(launch.inputs.at(kRms ? 2 : 3).data);  // output_scale
     quantized.y = static_cast<Q*>(launch.outputs.at(1).data);
   }
   // 16-byte vectors when the row length and every pointer allow it (the quantized output's vectors are
@@ -627,14 +627,10 @@ void launch_last_dims_norm(const StepLaunch& launch, const LastDimsNormPlan& pla
   if (plan.empty) return;
   dispatch(FloatTypes{}, plan.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kRms) {
-      launch_last_dims_norm_typed<T, kRms, NoQuantized>(launch, plan);
-    } else {
-      switch (plan.quantized) {
-        case DataType::kI8: launch_last_dims_norm_typed<T, kRms, std::int8_t>(launch, plan); break;
-        case DataType::kF8E4M3: launch_last_dims_norm_typed<T, kRms, F8E4M3>(launch, plan); break;
-        default: launch_last_dims_norm_typed<T, kRms, NoQuantized>(launch, plan); break;
-      }
+    switch (plan.quantized) {
+      case DataType::kI8: launch_last_dims_norm_typed<T, kRms, std::int8_t>(launch, plan); break;
+      case DataType::kF8E4M3: launch_last_dims_norm_typed<T, kRms, F8E4M3>(launch, plan); break;
+      default: launch_last_dims_norm_typed<T, kRms, NoQuantized>(launch, plan); break;
     }
   });
 }
@@ -788,12 +784,12 @@ void launch_grouped_norm(const StepLaunch& launch, const GroupedNormPlan& plan) 
 // ---- supports ----
 
 // x has the entry's dtype and every present parameter has it too (the op definitions require that already; a
-// layer_norm's output scale, input 3, is f32 and its quantized second output i8 or f8e4m3).
+// layer_norm's output scale, input 3 (rms_norm's, input 2), is f32 and its quantized second output i8 or f8e4m3).
 template <DataType kDtype>
 bool supports_float(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   if (layer.inputs.empty() || !has_tensor(layer, 0) || input_dtype(graph, layer, 0) != kDtype) return false;
   for (std::size_t i = 1; i < layer.inputs.size(); ++i) {
-    if (layer.op == "layer_norm" && i == 3) continue;
+    if ((layer.op == "layer_norm" && i == 3) || (layer.op == "rms_norm" && i == 2)) continue;  // output_scale
     if (has_tensor(layer, i) && input_dtype(graph, layer, i) != kDtype) return false;
   }
   return output_dtype(graph, layer, 0) == kDtype;
