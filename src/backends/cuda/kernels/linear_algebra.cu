@@ -934,7 +934,7 @@ WeightOnlyPlan prepare_weight_only_dequantized(const StepLaunch& launch) {
   linear.workspace_bytes = launch.workspace_bytes - plan.weight_bytes;
   plan.linear = prepare_linear<true, kAlgo>(linear);
   const bool vector =
-      plan.k % kDequantizeVector == 0 &&
+      plan.k % kDequantizeVector == 0 && !weight.caller_buffer &&
       reinterpret_cast<std::uintptr_t>(weight.data) % (kDequantizeVector * element_size(weight.dtype)) == 0;
   plan.dequantize = weight.dtype == DataType::kI8 ? dequantize_for<std::int8_t>(x.dtype, vector)
                                                   : dequantize_for<F8E4M3>(x.dtype, vector);

@@ -643,7 +643,7 @@ bool supports_tiled(const graph::Graph& graph, const graph::Layer& layer, Precis
 }
 
 // The weight-only form (a float x of the result's type, an i8 or f8e4m3 weight, no quantized result) with a constant
-// weight [n, k], k a multiple of 8.
+// weight [n, k] (its alignment is planned for), k a multiple of 8.
 bool supports_rows(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || !has_tensor(layer, 2) || has_tensor(layer, 5)) return false;
   const DataType x = input_dtype(graph, layer, 0), w = input_dtype(graph, layer, 1);
@@ -651,6 +651,7 @@ bool supports_rows(const graph::Graph& graph, const graph::Layer& layer, Precisi
       (w != DataType::kI8 && w != DataType::kF8E4M3)) {
     return false;
   }
+  if (graph.tensor(layer.inputs[1]).kind != graph::TensorKind::kConstant) return false;  // its address known at prepare
   const Dims weight = graph.static_dims(layer.inputs[1]);
   return weight.rank() == 2 && weight[1] % kRowsChunk == 0;
 }
