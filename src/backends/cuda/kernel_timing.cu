@@ -102,12 +102,12 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     for (auto id : layer.outputs) launch.outputs.push_back(make(id));
     // Each candidate's scratch: its fixed bound, or without one (0) what it needs for this problem (plugins, the
     // weight-only products' dequantized weight).
-    auto scratch_of = [&](const std::string& name) {
+    std::vector<std::size_t> scratch;
+    for (const auto& name : candidates) {
       const std::size_t bound = kernel_workspace_bytes(name);
-      return bound != 0 ? bound : kernel_workspace_for(name, graph, layer, shapes, precision, device);
-    };
-    std::size_t workspace = 0;
-    for (const auto& name : candidates) workspace = std::max(workspace, scratch_of(name));
+      scratch.push_back(bound != 0 ? bound : kernel_workspace_for(name, graph, layer, shapes, precision, device));
+    }
+    const std::size_t workspace = *std::max_element(scratch.begin(), scratch.end());
     if (workspace != 0) {
       TENSORACLE_CUDA_CHECK(cudaMalloc(&launch.workspace, workspace), "allocating timing scratch");
       allocations.push_back(launch.workspace);
@@ -138,7 +138,7 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     };
     for (std::size_t c = 0; c < candidates.size(); ++c) {
       const KernelEntry* k = find_kernel_entry(candidates[c]);
-      launch.workspace_bytes = scratch_of(candidates[c]);
+      launch.workspace_bytes = scratch[c];
       try {
         launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
         const std::unique_ptr<StepState> state = k->prepare(launch);

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/numeric.hpp"
@@ -68,6 +69,17 @@ bool is_blocked_i8_stem(const graph::Graph& g, const TensorUses& uses, const gra
   return use != nullptr && use->position == 0 && g.layers[use->layer].op == "max_pool2d";
 }
 
+// A weight's scale per output feature (channel) times `factor`: its one value for every feature, or its own per feature
+// (axis 0); nullopt for a scale along another axis, which can't leave the sum.
+std::optional<std::vector<double>> per_feature(const Scale& weight_scale, std::size_t features, double factor) {
+  if (weight_scale.values.size() != 1 && weight_scale.axis != 0) return std::nullopt;
+  std::vector<double> scale(features);
+  for (std::size_t n = 0; n < features; ++n) {
+    scale[n] = factor * weight_scale.values[weight_scale.values.size() == 1 ? 0 : n];
+  }
+  return scale;
+}
+
 // What replaces one linear or conv: its quantized operands and the combined scale per output feature (channel).
 struct Lowering {
   std::int32_t x = -1;  // the quantized activation (the dequantize's input)
@@ -95,13 +107,9 @@ std::optional<Lowering> lowering_of(const graph::Graph& g, const TensorUses& use
       !is_blocked_i8_stem(g, uses, product, type)) {
     return std::nullopt;
   }
-  const auto features = static_cast<std::size_t>(wdims[0]);
-  if (sw->values.size() != 1 && sw->axis != 0) return std::nullopt;  // a scale along `in` can't leave the sum
-  Lowering lowering{dx->inputs[0], dw->inputs[0], std::vector<double>(features)};
-  for (std::size_t n = 0; n < features; ++n) {
-    lowering.scale[n] = sx->values[0] * sw->values[sw->values.size() == 1 ? 0 : n];
-  }
-  return lowering;
+  std::optional<std::vector<double>> scale = per_feature(*sw, static_cast<std::size_t>(wdims[0]), sx->values[0]);
+  if (!scale) return std::nullopt;
+  return Lowering{dx->inputs[0], dw->inputs[0], std::move(*scale)};
 }
 
 // A linear whose weight alone is a dequantize (weight-only quantization: x is a float activation, not a dequantize)
@@ -122,12 +130,10 @@ std::optional<Lowering> weight_only_lowering_of(const graph::Graph& g, const Ten
   }
   const std::optional<Scale> sw = constant_scale(g, *dw);
   const Dims wdims = g.static_dims(dw->inputs[0]);
-  if (!sw || wdims.rank() != 2 || (sw->values.size() != 1 && sw->axis != 0)) return std::nullopt;
-  Lowering lowering{product.inputs[0], dw->inputs[0], std::vector<double>(static_cast<std::size_t>(wdims[0]))};
-  for (std::size_t n = 0; n < lowering.scale.size(); ++n) {
-    lowering.scale[n] = sw->values[sw->values.size() == 1 ? 0 : n];
-  }
-  return lowering;
+  if (!sw || wdims.rank() != 2) return std::nullopt;
+  std::optional<std::vector<double>> scale = per_feature(*sw, static_cast<std::size_t>(wdims[0]), 1.0);
+  if (!scale) return std::nullopt;
+  return Lowering{product.inputs[0], dw->inputs[0], std::move(*scale)};
 }
 
 }  // namespace

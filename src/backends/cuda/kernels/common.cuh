@@ -551,6 +551,14 @@ inline int input_rank(const graph::Graph& graph, const graph::Layer& layer, std:
 inline int output_rank(const graph::Graph& graph, const graph::Layer& layer, std::size_t i) {
   return static_cast<int>(graph.tensor(layer.outputs.at(i)).shape.size());
 }
+// quantized_linear's weight-only form: a float x (f32, f16 or bf16) of the result's type times an i8 or f8e4m3
+// weight, no quantized result (what its kernels in linear_algebra.cu and quantized_linear.cu take).
+inline bool is_weight_only_product(const graph::Graph& graph, const graph::Layer& layer) {
+  if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || !has_tensor(layer, 2) || has_tensor(layer, 5)) return false;
+  const DataType x = input_dtype(graph, layer, 0), w = input_dtype(graph, layer, 1);
+  return (x == DataType::kF32 || x == DataType::kF16 || x == DataType::kBF16) && output_dtype(graph, layer, 0) == x &&
+         (w == DataType::kI8 || w == DataType::kF8E4M3);
+}
 
 // ---- broadcast / strided index math ----
 

@@ -755,10 +755,9 @@ std::size_t gemm_workspace(Gemm g, bool bias, const std::string& activation, boo
   return plan.found ? plan.heuristic.workspaceSize : kGemmWorkspaceBytes;
 }
 
-// The same for a linear layer's product at these shapes.
-template <int kAlgo>
-std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
-                             Precision precision) {
+// The product x [..., k] · weight [n, k]ᵀ of a linear (or quantized_linear) layer at these shapes, in its result's
+// dtype.
+Gemm linear_gemm(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes) {
   const Dims& x = shapes.at(static_cast<std::size_t>(layer.inputs[0]));
   const Dims& weight = shapes.at(static_cast<std::size_t>(layer.inputs[1]));
   Gemm g;
@@ -767,7 +766,14 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
   g.m = volume(x, 0, x.rank() - 1);
   g.n = weight[0];
   g.k = weight[1];
-  return gemm_workspace<kAlgo>(g, has_tensor(layer, 2),
+  return g;
+}
+
+// The same for a linear layer's product at these shapes.
+template <int kAlgo>
+std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
+                             Precision precision) {
+  return gemm_workspace<kAlgo>(linear_gemm(graph, layer, shapes), has_tensor(layer, 2),
                                graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none"),
                                has_tensor(layer, 3), precision, layer.name);
 }
@@ -956,29 +962,17 @@ void launch_weight_only_dequantized(const StepLaunch& launch, const WeightOnlyPl
   launch_linear_on(launch, plan.linear, o);
 }
 
-// quantized_linear's weight-only form: a float x (f32, f16 or bf16) of the result's type, an i8 or f8e4m3 weight, no
-// quantized result.
+// quantized_linear's weight-only form (common.cuh): every shape.
 bool supports_weight_only(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || !has_tensor(layer, 2) || has_tensor(layer, 5)) return false;
-  const DataType x = input_dtype(graph, layer, 0), w = input_dtype(graph, layer, 1);
-  return (x == DataType::kF32 || x == DataType::kF16 || x == DataType::kBF16) && output_dtype(graph, layer, 0) == x &&
-         (w == DataType::kI8 || w == DataType::kF8E4M3);
+  return is_weight_only_product(graph, layer);
 }
 
 template <int kAlgo>
 std::size_t weight_only_dequantized_workspace(const graph::Graph& graph, const graph::Layer& layer,
                                               const std::vector<Dims>& shapes, Precision precision) {
-  const Dims& weight = shapes.at(static_cast<std::size_t>(layer.inputs[1]));
-  const DataType to = graph.tensor(layer.outputs[0]).dtype;
-  const Dims& x = shapes.at(static_cast<std::size_t>(layer.inputs[0]));
-  Gemm g;
-  g.dtype = to;
-  g.trans_b = true;
-  g.m = volume(x, 0, x.rank() - 1);
-  g.n = weight[0];
-  g.k = weight[1];
+  const Gemm g = linear_gemm(graph, layer, shapes);
   const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
-  return dequantized_weight_bytes(weight[0], weight[1], to) +
+  return dequantized_weight_bytes(g.n, g.k, g.dtype) +
          gemm_workspace<kAlgo>(g, has_tensor(layer, 3), attrs.get_string("activation", "none"), has_tensor(layer, 4),
                                precision, layer.name);
 }

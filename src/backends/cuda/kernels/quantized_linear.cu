@@ -555,24 +555,23 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   }
 }
 
+// The rows kernel's plan holds the product's geometry and epilogue, and runs an x that is not 16-byte aligned.
 struct MmaPlan {
   using RunFn = void (*)(const StepLaunch& launch, const MmaPlan& plan);
   RunFn run = nullptr;  // nullptr: an empty output
-  std::int64_t m = 0, n = 0, k = 0;
-  int tiles = 1;          // tiles of 8 rows per block: 1, 2 or 4
-  bool rebind_x = false;  // x is a caller buffer: its alignment is tested at each enqueue
-  RowsPlan fallback;      // for an x that is not 16-byte aligned
+  int tiles = 1;        // tiles of 8 rows per block: 1, 2 or 4
+  RowsPlan rows;
 };
 
 template <typename T, typename Q, int kTiles>
-void run_mma_as(const StepLaunch& launch, const MmaPlan& p) {
+void run_mma_as(const StepLaunch& launch, const MmaPlan& plan) {
+  const RowsPlan& p = plan.rows;
   const dim3 grid(static_cast<unsigned>((p.n + 15) / 16), static_cast<unsigned>((p.m + 8 * kTiles - 1) / (8 * kTiles)));
   weight_only_mma_kernel<T, Q, kTiles><<<grid, kMmaWarps * 32, 0, launch.stream>>>(
       static_cast<const T*>(launch.inputs[0].data), static_cast<const Q*>(launch.inputs[1].data),
-      static_cast<const float*>(launch.inputs[2].data),
-      p.fallback.bias ? static_cast<const T*>(launch.inputs[3].data) : nullptr,
-      p.fallback.residual ? static_cast<const T*>(launch.inputs[4].data) : nullptr,
-      static_cast<T*>(launch.outputs[0].data), p.m, p.n, p.k, p.fallback.act);
+      static_cast<const float*>(launch.inputs[2].data), p.bias ? static_cast<const T*>(launch.inputs[3].data) : nullptr,
+      p.residual ? static_cast<const T*>(launch.inputs[4].data) : nullptr, static_cast<T*>(launch.outputs[0].data), p.m,
+      p.n, p.k, p.act);
   check_launch(launch);
 }
 
@@ -597,23 +596,19 @@ MmaPlan prepare_mma(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& weight = launch.inputs.at(1);
   MmaPlan plan;
-  plan.fallback = prepare_rows(launch);
-  plan.m = plan.fallback.m;
-  plan.n = plan.fallback.n;
-  plan.k = plan.fallback.k;
-  if (plan.m == 0 || plan.n == 0) return plan;
-  if (plan.k % kMmaChunk != 0 || !aligned16(weight.data)) {
+  plan.rows = prepare_rows(launch);
+  const RowsPlan& p = plan.rows;
+  if (p.m == 0 || p.n == 0) return plan;
+  if (p.k % kMmaChunk != 0 || !aligned16(weight.data)) {
     launch.attrs->fail("the weight-only tensor-core kernel reads the weight in 64-wide chunks (K a multiple of 64)");
   }
-  if ((plan.n + 15) / 16 > 0x7FFFFFFF || (plan.m + 31) / 32 > 65535) {
-    launch.attrs->fail(
-        fmt::format("a {}x{} output is too large for the weight-only tensor-core kernel", plan.m, plan.n));
+  if ((p.n + 15) / 16 > 0x7FFFFFFF) {
+    launch.attrs->fail(fmt::format("a {}x{} output is too large for the weight-only tensor-core kernel", p.m, p.n));
   }
-  plan.tiles = std::min(kMaxTiles, plan.m <= 8 ? 1 : plan.m <= 16 ? 2 : 4);
-  if ((plan.m + 8 * plan.tiles - 1) / (8 * plan.tiles) > 65535) {
-    launch.attrs->fail(fmt::format("{} rows are too many for the weight-only tensor-core kernel", plan.m));
+  plan.tiles = std::min(kMaxTiles, p.m <= 8 ? 1 : p.m <= 16 ? 2 : 4);
+  if ((p.m + 8 * plan.tiles - 1) / (8 * plan.tiles) > 65535) {
+    launch.attrs->fail(fmt::format("{} rows are too many for the weight-only tensor-core kernel", p.m));
   }
-  plan.rebind_x = x.caller_buffer;
   if (!x.caller_buffer && !aligned16(x.data)) {
     launch.attrs->fail("the weight-only tensor-core kernel reads x in 16-byte words");
   }
@@ -621,10 +616,11 @@ MmaPlan prepare_mma(const StepLaunch& launch) {
   return plan;
 }
 
+// A caller's x (the rows plan's rebind_x) has its alignment tested at each enqueue.
 void launch_mma(const StepLaunch& launch, const MmaPlan& plan) {
   if (plan.run == nullptr) return;
-  if (plan.rebind_x && !aligned16(launch.inputs[0].data)) {
-    launch_rows(launch, plan.fallback);
+  if (plan.rows.rebind_x && !aligned16(launch.inputs[0].data)) {
+    launch_rows(launch, plan.rows);
     return;
   }
   plan.run(launch, plan);
@@ -645,12 +641,7 @@ bool supports_tiled(const graph::Graph& graph, const graph::Layer& layer, Precis
 // The weight-only form (a float x of the result's type, an i8 or f8e4m3 weight, no quantized result) with a constant
 // weight [n, k] (its alignment is planned for), k a multiple of 8.
 bool supports_rows(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
-  if (!has_tensor(layer, 0) || !has_tensor(layer, 1) || !has_tensor(layer, 2) || has_tensor(layer, 5)) return false;
-  const DataType x = input_dtype(graph, layer, 0), w = input_dtype(graph, layer, 1);
-  if ((x != DataType::kF32 && x != DataType::kF16 && x != DataType::kBF16) || output_dtype(graph, layer, 0) != x ||
-      (w != DataType::kI8 && w != DataType::kF8E4M3)) {
-    return false;
-  }
+  if (!is_weight_only_product(graph, layer)) return false;
   if (graph.tensor(layer.inputs[1]).kind != graph::TensorKind::kConstant) return false;  // its address known at prepare
   const Dims weight = graph.static_dims(layer.inputs[1]);
   return weight.rank() == 2 && weight[1] % kRowsChunk == 0;
