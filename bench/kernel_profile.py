@@ -12,6 +12,7 @@ memory-bound cases it prints the bytes moved (read + written), the step's median
 limit measured in the same run with torch (cudaMemcpy device to device, read + write); for attention the TFLOP/s.
 """
 import argparse
+import itertools
 import json
 import os
 import struct
@@ -195,6 +196,24 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
     }
 
 
+def attention_cases(specs):
+    """One packed attention case per spec BxSxH[xD][c] (batch, sequence, heads, head dim 64 by default, c: causal):
+    the attention of a model's fused q/k/v product, e.g. 1x512x12c for GPT-2 small's prefill at batch 1."""
+    for spec in filter(None, specs.split(",")):
+        causal = spec.endswith("c")
+        dims = [int(v) for v in spec.rstrip("c").split("x")]
+        batch, seq, heads = dims[:3]
+        d = dims[3] if len(dims) > 3 else 64
+        hidden = heads * d
+        yield {
+            "name": f"attention_b{batch}_s{seq}_h{heads}_d{d}" + ("_causal" if causal else ""),
+            "flops": 4 * batch * heads * seq * seq * d // (2 if causal else 1),
+            "inputs": [{"name": "qkv", "dtype": "f16", "shape": [batch, seq, 3 * hidden]}], "weights": {},
+            "layers": [{"name": "attn", "op": "attention", "inputs": ["qkv", "qkv", "qkv"], "outputs": ["y"],
+                        "attrs": {"layout": "packed", "heads": heads, "kv_heads": heads, "causal": int(causal)}}],
+        }
+
+
 def copy_limit_gbs():
     import torch
     a = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
@@ -223,6 +242,9 @@ def main():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--image-batch", type=int, default=256, help="images of the stem_conv case")
+    p.add_argument("--attention", default="",
+                   help="comma-separated attention shapes BxSxH[xD][c] (c: causal), each its own case, e.g. "
+                        "1x128x12,1x512x12c; they run whatever --only says")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -230,8 +252,11 @@ def main():
     print(f"copy limit (read + write): {limit:.0f} GB/s")
     only = set(filter(None, a.only.split(",")))
     rows = a.batch * a.seq
-    for case in cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads, a.image_batch):
-        if only and case["name"] not in only:
+    attention = list(attention_cases(a.attention))
+    names = {case["name"] for case in attention}
+    for case in itertools.chain(attention, cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads,
+                                                 a.image_batch)):
+        if only and case["name"] not in only and case["name"] not in names:
             continue
         d = out / case["name"]
         d.mkdir(exist_ok=True)

@@ -25,7 +25,8 @@ with dynamic batch (and sequence) dims; `tensoracle build --precision fp16 --pro
 row with that row's fixed shape S (activation memory planned for that row); `tensoracle run` at the small batch
 compared with PyTorch f32 (TF32 off) by relative L2 error; `tensoracle bench --per-step` per row; PyTorch
 eager (fp16, inference_mode; CUDA events and host wall time per run, one synchronize per run, inputs
-rotated among 4 copies) and torch.compile (in a subprocess with a per-row time cap) per row, and `--graph-mode` (the execution context's graph mode); peak memory
+rotated among 4 copies) and torch.compile (in a subprocess with a per-row time cap) per row, and `--graph-mode` (the execution context's graph mode; once more with TENSORACLE_PROGRAMMATIC_LAUNCH=0,
+every kernel launched plainly); peak memory
 (torch.cuda.max_memory_allocated for one eager inference; ours = engine weights + context memory +
 input + output). The GPU's measured limits (large fp16 matmul, device-to-device copy) come first.
 
@@ -94,14 +95,15 @@ class Budget:
         return time.monotonic() - self.start
 
 
-def run_cmd(cmd: list[str], timeout: float, log_path: Path | None = None) -> dict:
-    """Runs `cmd` in its own process group; on timeout kills that group. Never raises."""
+def run_cmd(cmd: list[str], timeout: float, log_path: Path | None = None, env: dict | None = None) -> dict:
+    """Runs `cmd` in its own process group (with `env` added to the environment); on timeout kills that group. Never
+    raises."""
     cmd = [str(c) for c in cmd]
     timeout = max(1.0, timeout)
     t0 = time.perf_counter()
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8", errors="replace",
-                             start_new_session=True)
+                             start_new_session=True, env={**os.environ, **env} if env else None)
     except OSError as e:
         return {"rc": None, "stdout": "", "stderr": str(e), "seconds": 0.0, "error": f"could not start: {e}"}
     try:
@@ -372,9 +374,10 @@ class Results:
                       "| our peak MiB | torch peak MiB | engine/weights size ratio | rel-L2 vs PyTorch fp32 |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         detail = ["| model | batch | ours wall p50/p90/p99 | ours device p50 | ours CUDA graph p50/p90/p99 "
+                  "| ours graph mode p50, plain launches "
                   "| eager device p50/p90/p99 | eager wall p50 "
                   "| compile device p50/p90/p99 | compile wall p50 | ours iters | compile s |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         problems, steps_sections = [], []
         for model in self.data["models"]:
             ratio = model.get("engine_weights_ratio")
@@ -402,6 +405,8 @@ class Results:
                 detail.append(" | ".join([
                     f"| {model['title']}", str(row["batch"]), three(ours, "latency_ms"), cell(ours, fmt_ms(o50)),
                     three(ours, "graph_target_time_ms") if get(ours, "graph_target_time_ms", "p50") else "—",
+                    fmt_ms(get(ours, "graph_mode_plain_launches", "target_time_ms", "p50"))
+                    if get(ours, "graph_mode_plain_launches", "target_time_ms", "p50") else "—",
                     three(eager, "device_ms"), cell(eager, fmt_ms(get(eager, "wall_ms", "p50"))),
                     three(comp, "device_ms"), cell(comp, fmt_ms(get(comp, "wall_ms", "p50"))),
                     str(get(ours, "iterations") or "—"),
@@ -804,6 +809,22 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
                             f"(wall {rep['latency_ms']['p50']:.3f} ms)")
                 except Exception as e:  # noqa: BLE001
                     row["ours"]["graph_mode"] = {"error": f"bench --graph-mode output: {short_error(e)}"}
+            # Graph mode again with every kernel launched plainly (TENSORACLE_PROGRAMMATIC_LAUNCH=0): what programmatic
+            # dependent launch gains.
+            if cuda and get(row, "ours", "graph_mode", "target_time_ms") and budget.left() >= NEED_BENCH_S:
+                r = run_cmd([cli, "bench", engines[row["batch"]], "--shape", shape, "--warmup", warmup, "--iterations",
+                             iters, "--graph-mode"], min(args.bench_timeout_s, budget.left() - 2), log_path,
+                            env={"TENSORACLE_PROGRAMMATIC_LAUNCH": "0"})
+                try:
+                    if r["error"]:
+                        row["ours"]["graph_mode_plain_launches"] = {"error": r["error"]}
+                    else:
+                        rep = json.loads(r["stdout"])
+                        row["ours"]["graph_mode_plain_launches"] = {"target_time_ms": rep.get("target_time_ms")}
+                        log(f"{spec.key} batch {row['batch']}: ours graph mode, plain launches p50 "
+                            f"{rep['target_time_ms']['p50']:.3f} ms")
+                except Exception as e:  # noqa: BLE001
+                    row["ours"]["graph_mode_plain_launches"] = {"error": f"bench --graph-mode output: {short_error(e)}"}
             results.save()
 
     # 6. PyTorch eager per row

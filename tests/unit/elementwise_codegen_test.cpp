@@ -132,6 +132,8 @@ void expect_valid_cubin(const std::vector<std::byte>& cubin) {
                         4),
             0);
   for (const auto& entry : cg::entry_names()) EXPECT_TRUE(holds(cubin, entry)) << entry;
+  // The marker the runtime looks for before launching the kernels programmatically (they wait for the step before).
+  EXPECT_TRUE(holds(cubin, cg::kWaitsMarker));
 }
 
 TEST(ElementwiseCodegen, EveryOpAndDtypeCompilesForSm90) {

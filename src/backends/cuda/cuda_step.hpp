@@ -70,6 +70,11 @@ struct StepLaunch {
   // of the step's manifest entry list (each a cudaKernel_t as const void*, for cudaLaunchKernel); nullptr for the
   // hand-written kernels.
   const std::vector<const void*>* compiled = nullptr;
+  // Launch the step's own kernels with programmatic dependent launch (kernels::launch_kernel): set by the execution
+  // context on sm_90 devices unless TENSORACLE_PROGRAMMATIC_LAUNCH=0, and for generated kernels only when their
+  // binary waits for the preceding steps (engines built before it did launch them plainly). Kernel timing leaves it
+  // off.
+  bool programmatic = false;
 };
 
 // What a kernel's prepare function computes for one step at one set of shapes, owned by the execution context until

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <future>
 #include <map>
 #include <memory>
@@ -49,6 +50,19 @@ int matching_device(const nlohmann::json& target, const std::string& display_nam
                    : fmt::format("{}", fmt::join(seen, ", "))));
 }
 
+// Whether the steps' kernels launch programmatically on `device` (StepLaunch::programmatic): a compute capability 9.0
+// or newer GPU, unless the environment sets TENSORACLE_PROGRAMMATIC_LAUNCH=0 (to compare, or to rule it out).
+bool programmatic_launch_wanted(int device) {
+  const char* setting = std::getenv("TENSORACLE_PROGRAMMATIC_LAUNCH");
+  if (setting != nullptr && std::string(setting) == "0") return false;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+
 class CudaContext;
 
 class CudaEngine final : public TargetEngine {
@@ -73,6 +87,7 @@ class CudaEngine final : public TargetEngine {
     const double select_ms = watch.lap_ms();
     TENSORACLE_CUDA_CHECK(cudaFree(nullptr), fmt::format("{}: starting GPU {}", engine.display_name, device_));
     const double start_ms = watch.lap_ms();
+    programmatic_launch_ = programmatic_launch_wanted(device_);
     start_library_handles();
     if (total != 0) {
       TENSORACLE_CUDA_CHECK(cudaMalloc(&weights_, total),
@@ -97,9 +112,10 @@ class CudaEngine final : public TargetEngine {
             fmt::format(
                 "{}: opened on GPU {}: devices queried in {:.1f} ms, the GPU selected in {:.1f} ms and started "
                 "in {:.1f} ms, {:.1f} MiB of weights uploaded in {:.1f} ms, {} generated kernel binaries loaded "
-                "in {:.1f} ms (done {:.1f} ms after the library was loaded)",
+                "in {:.1f} ms (done {:.1f} ms after the library was loaded); programmatic launches {}",
                 engine.display_name, device_, query_ms, select_ms, start_ms, static_cast<double>(total) / (1 << 20),
-                upload_ms, libraries_.size(), watch.lap_ms(), Stopwatch::since_library_load_ms()));
+                upload_ms, libraries_.size(), watch.lap_ms(), Stopwatch::since_library_load_ms(),
+                programmatic_launch_ ? "on" : "off"));
       }
     } catch (...) {
       release();
@@ -133,6 +149,11 @@ class CudaEngine final : public TargetEngine {
   // Generated kernels: one library per distinct binary (by offset in the kernels section), the entry points per step.
   std::map<std::uint64_t, cudaLibrary_t> libraries_;
   std::vector<std::vector<const void*>> compiled_;
+  std::map<std::uint64_t, bool> waiting_libraries_;  // whether a binary's kernels wait for the preceding steps
+  std::vector<bool> compiled_waits_;                 // per step: its generated kernels wait (codegen::kWaitsMarker)
+  // Launch the steps' own kernels programmatically (StepLaunch::programmatic): an sm_90 or newer device, and
+  // TENSORACLE_PROGRAMMATIC_LAUNCH not 0.
+  bool programmatic_launch_ = false;
   mutable std::mutex handles_mutex_;
   mutable std::future<std::unique_ptr<LibraryHandles>> first_handles_;
 
@@ -169,6 +190,7 @@ class CudaEngine final : public TargetEngine {
   void load_generated_kernels() {
     const graph::Graph& g = engine_.graph();
     compiled_.resize(engine_.steps.size());
+    compiled_waits_.assign(engine_.steps.size(), false);
     for (std::size_t i = 0; i < engine_.steps.size(); ++i) {
       const StepPlan& step = engine_.steps[i];
       if (step.binary == nullptr) continue;
@@ -180,7 +202,13 @@ class CudaEngine final : public TargetEngine {
         TENSORACLE_CUDA_CHECK(cudaLibraryLoadData(&library, step.binary, nullptr, nullptr, 0, nullptr, nullptr, 0),
                               what);
         it = libraries_.emplace(step.binary_offset, library).first;
+        void* marker = nullptr;
+        std::size_t marker_bytes = 0;
+        const cudaError_t found = cudaLibraryGetGlobal(&marker, &marker_bytes, library, codegen::kWaitsMarker);
+        if (found != cudaSuccess) cudaGetLastError();  // a binary of an older engine: its kernels launch plainly
+        waiting_libraries_[step.binary_offset] = found == cudaSuccess;
       }
+      compiled_waits_[i] = waiting_libraries_.at(step.binary_offset);
       for (const auto& name : step.entries) {
         cudaKernel_t kernel = nullptr;
         TENSORACLE_CUDA_CHECK(cudaLibraryGetKernel(&kernel, it->second, name.c_str()), what + " (" + name + ")");
@@ -264,6 +292,7 @@ class CudaContext final : public TargetContext {
       launch.handles = handles_.get();
       launch.precision = e.precision;
       launch.compiled = engine_.compiled_[i].empty() ? nullptr : &engine_.compiled_[i];
+      launch.programmatic = engine_.programmatic_launch_ && (launch.compiled == nullptr || engine_.compiled_waits_[i]);
       auto tensor = [&](std::int32_t id, bool output, std::size_t position) {
         DeviceTensor t;
         if (id < 0) return t;

@@ -208,6 +208,70 @@ TEST(CudaEngine, CapturedGraphReplayEqualsEnqueue) {
   }
 }
 
+// Whether the engine opened on this GPU launches its steps' kernels programmatically (its verbose open message says).
+bool opens_with_programmatic_launches(const std::vector<std::byte>& plan) {
+  std::string said;
+  set_log_callback([&](LogSeverity, std::string_view message) {
+    if (message.find("programmatic launches") != std::string_view::npos) said = std::string(message);
+  });
+  const LogSeverity level = log_level();
+  set_log_level(LogSeverity::kVerbose);
+  auto engine = Engine::deserialize(plan);
+  set_log_level(level);
+  set_log_callback(nullptr);
+  return said.find("programmatic launches on") != std::string::npos;
+}
+
+// Programmatic dependent launch (sm_90: each step's kernel starts while the one before finishes and waits for it)
+// changes no result: back-to-back enqueues, a captured graph and graph mode write exactly what the same engine
+// writes with TENSORACLE_PROGRAMMATIC_LAUNCH=0, for the transformer block (products, attention, generated
+// elementwise kernels, layer norm, copies). The conformance suite runs every op's kernels programmatically too.
+TEST(CudaEngine, ProgrammaticLaunchesWriteWhatPlainLaunchesWrite) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  Model model(rng);
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    const std::vector<std::byte> plan = Builder(config(precision)).build(model.net);
+    const HostTensor x = random_input({4, 64, 64}, rng);
+    auto outputs = [&](bool programmatic) {
+      if (programmatic) {
+        unsetenv("TENSORACLE_PROGRAMMATIC_LAUNCH");
+      } else {
+        setenv("TENSORACLE_PROGRAMMATIC_LAUNCH", "0", 1);
+      }
+      EXPECT_EQ(opens_with_programmatic_launches(plan), programmatic && major >= 9) << to_string(precision);
+      auto engine = Engine::deserialize(plan);
+      unsetenv("TENSORACLE_PROGRAMMATIC_LAUNCH");
+      auto ctx = engine->create_execution_context();
+      TargetStream stream(Target::cuda(0));
+      TargetBuffer xb, yb;
+      std::vector<std::vector<std::byte>> results{run(*ctx, x, stream.get(), xb, yb).bytes};
+      // Twenty enqueues back to back, nothing between them on the stream.
+      yb.fill(0xFF);
+      for (int r = 0; r < 20; ++r) ctx->enqueue(stream.get());
+      EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+      results.push_back(read_back(yb, x.shape).bytes);
+      yb.fill(0xFF);
+      capture_and_replay(*ctx, stream.get(), 5);
+      results.push_back(read_back(yb, x.shape).bytes);
+      yb.fill(0xFF);
+      ctx->set_graph_mode(true);
+      for (int r = 0; r < 5; ++r) ctx->enqueue(stream.get());
+      EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+      results.push_back(read_back(yb, x.shape).bytes);
+      return results;
+    };
+    const auto plain = outputs(false);
+    const auto programmatic = outputs(true);
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(plain[i], plain[0]) << to_string(precision) << " plain run " << i;
+      EXPECT_EQ(programmatic[i], plain[0]) << to_string(precision) << " programmatic run " << i;
+    }
+  }
+}
+
 // A small CNN: convolutions (cuDNN), relu, max pooling, global average pooling and a linear head.
 struct ConvModel {
   RandomWeights weights;

@@ -77,9 +77,18 @@ std::string float_constant(double v, bool f64) {
   return fmt::format("__uint_as_float(0x{:08X}u)", bits);
 }
 
-// Helpers every generated source starts with: conversions (as kernels/common.cuh does them), integer arithmetic (as
-// kernels/elementwise.cu), the parameter structs (as elementwise_codegen.hpp).
+// Helpers every generated source starts with: the wait each kernel begins with (as kernels/step_launch.cuh) and the
+// marker saying the binary's kernels have it (kWaitsMarker), conversions (as kernels/common.cuh does them), integer
+// arithmetic (as kernels/elementwise.cu), the parameter structs (as elementwise_codegen.hpp).
 constexpr const char* kPrelude = R"(typedef unsigned long long tsr_u64;
+
+extern "C" __device__ int tensoracle_waits_for_preceding_steps = 1;
+__device__ __forceinline__ void tsr_wait_for_preceding_steps() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 struct FusedPointers {
   void* out;
@@ -546,6 +555,7 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
   // Contiguous: vector accesses of TSR_VEC elements (scalar inputs broadcast), then the tail one element at a time.
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(FusedPointers p, FusedContiguousArgs a) {{\n",
                    kThreads, kEntryContiguous);
+  s += "  tsr_wait_for_preceding_steps();\n";
   s += typed_pointers();
   s += "  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
   s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
@@ -591,6 +601,7 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
                                            std::tuple{kEntryBroadcast64, "long long", "FusedBroadcastArgs64"}}) {
     s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(FusedPointers p, {} a) {{\n", kThreads,
                      entry, args);
+    s += "  tsr_wait_for_preceding_steps();\n";
     s += typed_pointers();
     s += fmt::format("  const {0} stride = ({0})gridDim.x * ({0})blockDim.x;\n", index);
     s += fmt::format("  for ({0} i = ({0})blockIdx.x * ({0})blockDim.x + ({0})threadIdx.x; i < a.n; i += stride) {{\n",

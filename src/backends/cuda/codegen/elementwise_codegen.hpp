@@ -45,6 +45,9 @@ inline constexpr const char* kEntryContiguous = "fused_elementwise_contiguous";
 inline constexpr const char* kEntryBroadcast32 = "fused_elementwise_broadcast_i32";
 inline constexpr const char* kEntryBroadcast64 = "fused_elementwise_broadcast_i64";
 std::vector<std::string> entry_names();
+// A __device__ int every generated binary defines: its kernels begin by waiting for the preceding kernel in the
+// stream, so the runtime may launch them programmatically (binaries of older engines lack it and launch plainly).
+inline constexpr const char* kWaitsMarker = "tensoracle_waits_for_preceding_steps";
 
 // Whether the generator computes `op` with these argument dtypes and result dtype (and attributes).
 bool supports_instruction(const std::string& op, const std::vector<DataType>& arg_dtypes, DataType result);

@@ -17,6 +17,7 @@
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/step_launch.cuh"
 #include "tensoracle/data_type.hpp"
 #include "tensoracle/float_convert.hpp"
 
@@ -514,18 +515,10 @@ inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
 
 inline bool fits_index32(std::int64_t extent) { return extent <= kMaxIndex32; }
 
-inline const std::string& layer_name(const StepLaunch& launch) {
-  static const std::string kUnnamed = "(unnamed layer)";
-  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
-}
-
 // An optional input given to the step (a tensor, or a caller buffer bound at enqueue).
 inline bool present(const StepLaunch& launch, std::size_t index) {
   return index < launch.inputs.size() && (launch.inputs[index].data != nullptr || launch.inputs[index].caller_buffer);
 }
-
-// Call after every <<<>>> launch.
-inline void check_launch(const StepLaunch& launch) { TENSORACLE_CUDA_CHECK(cudaGetLastError(), layer_name(launch)); }
 
 inline std::int64_t volume(const Dims& shape, int begin, int end) {
   std::int64_t v = 1;

@@ -64,12 +64,13 @@ using conv_family::load;
 using conv_family::require_cudnn9;
 using conv_family::store;
 using conv_family::TensorDesc;
-using kernels::check_launch;
 using kernels::dispatch_float;
 using kernels::grid_for;
 using kernels::has_tensor;
 using kernels::kThreads;
+using kernels::launch_kernel;
 using kernels::layer_name;
+using kernels::wait_for_preceding_steps;
 
 // cuDNN's scratch: what its convolution heuristics ask for at most in the common cases.
 constexpr std::size_t kCudnnWorkspaceBytes = std::size_t{64} << 20;
@@ -92,6 +93,7 @@ __device__ __forceinline__ std::int64_t end_inside(std::int64_t base, std::int64
 template <typename T>
 __global__ void conv_direct_kernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
                                    T* __restrict__ y, ConvShape s) {
+  wait_for_preceding_steps();
   using A = Accum<T>;
   const std::int64_t total = s.n * s.o * s.oh * s.ow;
   const std::int64_t group_in = s.c / s.groups, group_out = s.o / s.groups;
@@ -130,6 +132,7 @@ __global__ void conv_direct_kernel(const T* __restrict__ x, const T* __restrict_
 template <typename T>
 __global__ void conv_transpose_direct_kernel(const T* __restrict__ x, const T* __restrict__ weight,
                                              const T* __restrict__ bias, T* __restrict__ y, ConvShape s) {
+  wait_for_preceding_steps();
   using A = Accum<T>;
   const std::int64_t total = s.n * s.o * s.oh * s.ow;
   const std::int64_t group_in = s.c / s.groups, group_out = s.o / s.groups;
@@ -193,9 +196,9 @@ void launch_direct_typed(const StepLaunch& launch, const DirectPlan& plan) {
   const T* bias = static_cast<const T*>(launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr);
   T* y = static_cast<T*>(launch.outputs.at(0).data);
   if constexpr (kTranspose) {
-    conv_transpose_direct_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(x, weight, bias, y, plan.s);
+    launch_kernel(launch, conv_transpose_direct_kernel<T>, plan.grid, kThreads, 0, x, weight, bias, y, plan.s);
   } else {
-    conv_direct_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(x, weight, bias, y, plan.s);
+    launch_kernel(launch, conv_direct_kernel<T>, plan.grid, kThreads, 0, x, weight, bias, y, plan.s);
   }
 }
 
@@ -203,6 +206,7 @@ void launch_direct_typed(const StepLaunch& launch, const DirectPlan& plan) {
 template <typename T>
 __global__ void fill_bias_kernel(const T* __restrict__ bias, T* __restrict__ y, std::int64_t total, std::int64_t plane,
                                  std::int64_t channels) {
+  wait_for_preceding_steps();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     y[i] = bias[(i / plane) % channels];
@@ -211,14 +215,14 @@ __global__ void fill_bias_kernel(const T* __restrict__ bias, T* __restrict__ y, 
 
 template <typename T>
 void launch_fill_bias_typed(const StepLaunch& launch, const DirectPlan& plan) {
-  fill_bias_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(launch.inputs.at(2).data),
-                                                                 static_cast<T*>(launch.outputs.at(0).data), plan.total,
-                                                                 plan.bias_plane, plan.s.o);
+  launch_kernel(launch, fill_bias_kernel<T>, plan.grid, kThreads, 0, static_cast<const T*>(launch.inputs.at(2).data),
+                static_cast<T*>(launch.outputs.at(0).data), plan.total, plan.bias_plane, plan.s.o);
 }
 
 // The fused epilogue after a direct convolution: y = relu(y + residual) (either part optional), in f32 (f64).
 template <typename T>
 __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ residual, std::int64_t total, bool relu) {
+  wait_for_preceding_steps();
   using A = Accum<T>;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -232,8 +236,8 @@ __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ residua
 template <typename T>
 void launch_epilogue_typed(const StepLaunch& launch, const DirectPlan& plan) {
   const void* residual = launch.inputs.size() > 3 ? launch.inputs[3].data : nullptr;
-  epilogue_kernel<T><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<T*>(launch.outputs.at(0).data),
-                                                                static_cast<const T*>(residual), plan.total, plan.relu);
+  launch_kernel(launch, epilogue_kernel<T>, plan.grid, kThreads, 0, static_cast<T*>(launch.outputs.at(0).data),
+                static_cast<const T*>(residual), plan.total, plan.relu);
 }
 
 // Whether the layer has its optional input i: bound now or at each enqueue (a caller's buffer), or, in the builder's
@@ -271,14 +275,12 @@ DirectPlan prepare_conv_direct(const StepLaunch& launch) {
 void launch_conv_direct(const StepLaunch& launch, const DirectPlan& plan) {
   if (plan.total == 0) return;
   plan.conv(launch, plan);
-  check_launch(launch);
 }
 
 // The fused epilogue after a convolution that did not include it (either part optional).
 void run_epilogue(const StepLaunch& launch, const DirectPlan& plan) {
   if ((!plan.residual && !plan.relu) || plan.total == 0) return;
   plan.epilogue(launch, plan);
-  check_launch(launch);
 }
 
 [[noreturn]] void throw_no_direct_kernel(const StepLaunch& launch) {
@@ -591,7 +593,6 @@ void launch_conv_cudnn(const StepLaunch& launch, const CudnnConvPlan& plan) {
   }
   if (plan.has_bias) {
     plan.direct.fill_bias(launch, plan.direct);
-    check_launch(launch);
   }
   const double alpha_d = 1.0, beta_d = plan.has_bias ? 1.0 : 0.0;
   const float alpha_f = 1.0F, beta_f = plan.has_bias ? 1.0F : 0.0F;

@@ -2,6 +2,11 @@
 // scaling and configuration, instantiated by cutlass_gemm_sm90{,_bf16,_fp8,_int8}.cu (compiled for sm_90a only).
 #pragma once
 
+// FusedGemm::run launches these kernels programmatically: their producer warps must wait for the preceding kernel.
+#if !defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+#error "the CUTLASS sm_90 products are compiled with CUTLASS_ENABLE_GDC_FOR_SM90 (src/CMakeLists.txt)"
+#endif
+
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/thread/activation.h>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
@@ -70,7 +75,7 @@ struct MultiplyByReciprocal<cutlass::Array<float, N>> {
 };
 
 // The erf-GELU of a result quantized next (gelu_erf_fast.hpp: one exp2 and one reciprocal a value, |error| <= 5e-6),
-// for the epilogue's fragments; the float results keep CUTLASS's erff GELU.
+// for the epilogue's fragments; the float results take GeluErfFloat below.
 template <class T>
 struct GeluErfQuantized {
   CUTLASS_HOST_DEVICE float operator()(float value) const { return kernels::gelu_erf_fast(value); }
@@ -81,6 +86,22 @@ struct GeluErfQuantized<cutlass::Array<float, N>> {
     cutlass::Array<float, N> out;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) out[i] = kernels::gelu_erf_fast(value[i]);
+    return out;
+  }
+};
+
+// The erf-GELU of a float (f16/bf16) result (gelu_erf_fast.hpp: gelu_erf_erfc, as accurate as erff's form at about
+// half its cost; the epilogue's arithmetic is a large part of a short-K product's time).
+template <class T>
+struct GeluErfFloat {
+  CUTLASS_HOST_DEVICE float operator()(float value) const { return kernels::gelu_erf_erfc(value); }
+};
+template <int N>
+struct GeluErfFloat<cutlass::Array<float, N>> {
+  CUTLASS_DEVICE cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& value) const {
+    cutlass::Array<float, N> out;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = kernels::gelu_erf_erfc(value[i]);
     return out;
   }
 };
@@ -208,8 +229,8 @@ class CutlassFusedGemm final : public FusedGemm {
     }
   }
 
-  void run(cudaStream_t stream, const char* context) override {
-    const cutlass::Status status = adapter_.run(stream);
+  void run(cudaStream_t stream, bool programmatic, const char* context) override {
+    const cutlass::Status status = adapter_.run(stream, nullptr, programmatic);
     if (status != cutlass::Status::kSuccess) {
       const cudaError_t error = cudaGetLastError();
       throw CudaError(fmt::format("{}: the CUTLASS sm_90 product did not launch: {} ({})", context,
@@ -274,17 +295,16 @@ class CutlassFusedGemm final : public FusedGemm {
 // linear's erf-GELU product of `config` for one element type (operands and result).
 template <typename Element>
 std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, int sm_count) {
-  using cutlass::epilogue::thread::GELU;
   switch (config) {
     case GemmConfig::kCooperative128x256:
-      return std::make_unique<CutlassFusedGemm<Element, Element, GELU, false, GemmConfig::kCooperative128x256>>(
+      return std::make_unique<CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x256>>(
           device, sm_count);
     case GemmConfig::kCooperative128x128:
-      return std::make_unique<CutlassFusedGemm<Element, Element, GELU, false, GemmConfig::kCooperative128x128>>(
+      return std::make_unique<CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x128>>(
           device, sm_count);
     case GemmConfig::kPingpong128x128:
-      return std::make_unique<CutlassFusedGemm<Element, Element, GELU, false, GemmConfig::kPingpong128x128>>(device,
-                                                                                                             sm_count);
+      return std::make_unique<CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kPingpong128x128>>(
+          device, sm_count);
   }
   return nullptr;
 }
@@ -315,8 +335,8 @@ std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activati
       return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, GeluErfQuantized, kBuilt...>(config, device,
                                                                                                    sm_count);
     } else {
-      return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, cutlass::epilogue::thread::GELU, kBuilt...>(
-          config, device, sm_count);
+      return make_typed_quantized_gemm<ElementIn, ElementD, ElementC, GeluErfFloat, kBuilt...>(config, device,
+                                                                                               sm_count);
     }
   }
   if (activation != Activation::kNone) return nullptr;  // relu: built for the quantized residual products only

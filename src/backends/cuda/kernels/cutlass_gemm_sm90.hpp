@@ -90,8 +90,10 @@ class FusedGemm {
   // whenever an address changes (host work only, capture safe). Throws CudaError naming `context` when CUTLASS
   // refuses.
   virtual void plan(const GemmProblem& problem, void* workspace, const char* context) = 0;
-  // Launches the planned product on `stream`.
-  virtual void run(cudaStream_t stream, const char* context) = 0;
+  // Launches the planned product on `stream`; `programmatic`: with programmatic dependent launch (StepLaunch::
+  // programmatic: its producer warps wait for the preceding kernel before their first load, CUTLASS's grid dependency
+  // control, which src/CMakeLists.txt turns on for these kernels).
+  virtual void run(cudaStream_t stream, bool programmatic, const char* context) = 0;
 };
 
 #if defined(TENSORACLE_HAVE_CUTLASS_SM90)

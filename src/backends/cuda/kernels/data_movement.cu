@@ -88,6 +88,7 @@ struct Divisor<std::int64_t> {
 
 template <typename W, typename Index>
 __global__ void copy_words_kernel(const W* src, W* dst, Index n) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) dst[i] = src[i];
 }
 
@@ -117,13 +118,12 @@ void copy_contiguous(const StepLaunch& launch, const ContiguousCopy& plan, void*
     return;
   }
   if (plan.index32) {
-    copy_words_kernel<uint4, std::int32_t><<<plan.grid, kThreads, 0, launch.stream>>>(
-        static_cast<const uint4*>(src), static_cast<uint4*>(dst), static_cast<std::int32_t>(plan.words));
+    launch_kernel(launch, copy_words_kernel<uint4, std::int32_t>, plan.grid, kThreads, 0,
+                  static_cast<const uint4*>(src), static_cast<uint4*>(dst), static_cast<std::int32_t>(plan.words));
   } else {
-    copy_words_kernel<uint4, std::int64_t><<<plan.grid, kThreads, 0, launch.stream>>>(
-        static_cast<const uint4*>(src), static_cast<uint4*>(dst), plan.words);
+    launch_kernel(launch, copy_words_kernel<uint4, std::int64_t>, plan.grid, kThreads, 0,
+                  static_cast<const uint4*>(src), static_cast<uint4*>(dst), plan.words);
   }
-  check_launch(launch);
 }
 
 // ---- reshape, squeeze, unsqueeze: the row-major element order is unchanged ----
@@ -173,6 +173,7 @@ struct WordIndexer {
 
 template <typename W, typename Index>
 __global__ void strided_copy_kernel(const W* in, W* out, Index n, Index base, WordIndexer<Index> ix) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) out[i] = in[base + ix.offset(i)];
 }
 
@@ -183,6 +184,7 @@ constexpr int kTileRows = 8;  // a block of 32x8 threads moves a 32x32 tile
 template <typename W>
 __global__ void __launch_bounds__(kTile* kTileRows)
     transpose_tiled_kernel(const W* in, W* out, std::int64_t batches, std::int64_t rows, std::int64_t cols) {
+  wait_for_preceding_steps();
   __shared__ W tile[kTile][kTile + 1];  // the padding column keeps the column reads free of bank conflicts
   const std::int64_t tiles_r = (rows + kTile - 1) / kTile;
   const std::int64_t tiles_c = (cols + kTile - 1) / kTile;
@@ -339,9 +341,8 @@ void launch_strided_copy(const StepLaunch& launch, const StridedCopyPlan& plan) 
   if (plan.tiled) {
     dispatch_element_word(plan.element, [&](auto tag) {
       using W = typename decltype(tag)::type;
-      transpose_tiled_kernel<W><<<plan.tile_grid, dim3(kTile, kTileRows), 0, launch.stream>>>(
-          static_cast<const W*>(x) + plan.base, static_cast<W*>(out), plan.batches, plan.rows, plan.cols);
-      check_launch(launch);
+      launch_kernel(launch, transpose_tiled_kernel<W>, plan.tile_grid, dim3(kTile, kTileRows), 0,
+                    static_cast<const W*>(x) + plan.base, static_cast<W*>(out), plan.batches, plan.rows, plan.cols);
     });
     return;
   }
@@ -352,9 +353,8 @@ void launch_strided_copy(const StepLaunch& launch, const StridedCopyPlan& plan) 
         using Index = decltype(args.n);
         dispatch_word(word, [&](auto tag) {
           using W = typename decltype(tag)::type;
-          strided_copy_kernel<W, Index><<<slot.grid, kThreads, 0, launch.stream>>>(
-              static_cast<const W*>(x), static_cast<W*>(out), args.n, args.base, args.ix);
-          check_launch(launch);
+          launch_kernel(launch, strided_copy_kernel<W, Index>, slot.grid, kThreads, 0, static_cast<const W*>(x),
+                        static_cast<W*>(out), args.n, args.base, args.ix);
         });
       },
       slot.args);
@@ -426,6 +426,7 @@ struct PartList {
 
 template <typename W, typename Index, bool kSplit>
 __global__ void parts_copy_kernel(W* whole, Index n, PartList<W, Index> p) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     const Index r = p.span.div(i);
     const Index c = i - r * p.span.d;
@@ -553,9 +554,8 @@ template <bool kSplit, typename W, typename Index>
 void copy_parts(const StepLaunch& launch, void* whole, const DeviceTensor* parts, const PartsGroup::Words& slot,
                 PartList<W, Index> list) {
   for (int k = 0; k < list.count; ++k) list.parts[k] = static_cast<W*>(parts[k].data);
-  parts_copy_kernel<W, Index, kSplit>
-      <<<slot.grid, kThreads, 0, launch.stream>>>(static_cast<W*>(whole), static_cast<Index>(slot.n), list);
-  check_launch(launch);
+  launch_kernel(launch, parts_copy_kernel<W, Index, kSplit>, slot.grid, kThreads, 0, static_cast<W*>(whole),
+                static_cast<Index>(slot.n), list);
 }
 
 template <bool kSplit>
@@ -593,6 +593,7 @@ void launch_split(const StepLaunch& launch, const PartsPlan& plan) {
 
 template <typename W, typename I, typename Index>
 __global__ void gather_kernel(const W* data, const I* indices, W* out, Index n, Index count, Index inner_w, Index dim) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     const Index j = i % inner_w;
     const Index t = i / inner_w;
@@ -680,12 +681,10 @@ void launch_gather(const StepLaunch& launch, const GatherPlan& plan) {
       std::visit(
           [&](const auto& s) {
             using Index = decltype(s.n);
-            gather_kernel<W, I, Index>
-                <<<slot.grid, kThreads, 0, launch.stream>>>(static_cast<const W*>(data), static_cast<const I*>(indices),
-                                                            static_cast<W*>(out), s.n, s.count, s.inner_w, s.dim);
+            launch_kernel(launch, gather_kernel<W, I, Index>, slot.grid, kThreads, 0, static_cast<const W*>(data),
+                          static_cast<const I*>(indices), static_cast<W*>(out), s.n, s.count, s.inner_w, s.dim);
           },
           slot.sizes);
-      check_launch(launch);
     });
   });
 }
@@ -710,6 +709,7 @@ struct PadParams {
 
 template <typename W, typename Index>
 __global__ void pad_kernel(const W* in, W* out, Index n, PadParams<Index, W> p) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     Index rest = i;
     Index src = 0;
@@ -742,6 +742,7 @@ __global__ void pad_kernel(const W* in, W* out, Index n, PadParams<Index, W> p) 
 // per element instead of one per axis (the channels-last pass pads an image's 3 channels to 8 this way).
 template <typename W, typename Index>
 __global__ void pad_last_axis_kernel(const W* in, W* out, Index n, Index in_len, Index out_len, Index begin, W fill) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     const Index row = i / out_len;
     const Index k = i - row * out_len - begin;
@@ -752,6 +753,7 @@ __global__ void pad_last_axis_kernel(const W* in, W* out, Index n, Index in_len,
 // The same when an output row is one 8- or 16-byte word V: each thread builds a row in registers and stores it whole.
 template <typename W, typename V, typename Index>
 __global__ void pad_last_axis_rows_kernel(const W* in, V* out, Index rows, Index in_len, Index begin, W fill) {
+  wait_for_preceding_steps();
   constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(W));
   for (Index r = global_thread<Index>(); r < rows; r += grid_threads<Index>()) {
     W v[kOut];
@@ -772,6 +774,7 @@ __global__ void pad_last_axis_rows_kernel(const W* in, V* out, Index rows, Index
 template <typename W, typename Index>
 __global__ void pad_last_two_axes_kernel(const W* in, W* out, Index rows, Index out_h, Index out_w, Index in_h,
                                          Index in_w, Index begin_h, Index begin_w, W fill) {
+  wait_for_preceding_steps();
   for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
     const Index plane = r / out_h;
     const Index ih = r - plane * out_h - begin_h;
@@ -871,27 +874,25 @@ void run_pad(const StepLaunch& launch, const PadPlan& plan, const PadParams<Inde
   const int last = p.rank - 1;
   const bool rows = plan.row_bytes != 0 && reinterpret_cast<std::uintptr_t>(out) % plan.row_bytes == 0;
   if (rows && plan.row_bytes == 16) {
-    pad_last_axis_rows_kernel<W, uint4, Index><<<plan.row_grid, kThreads, 0, launch.stream>>>(
-        in, reinterpret_cast<uint4*>(out), static_cast<Index>(plan.n / p.out_dims[last]), p.in_dims[last],
-        p.begin[last], p.fill);
+    launch_kernel(launch, pad_last_axis_rows_kernel<W, uint4, Index>, plan.row_grid, kThreads, 0, in,
+                  reinterpret_cast<uint4*>(out), static_cast<Index>(plan.n / p.out_dims[last]), p.in_dims[last],
+                  p.begin[last], p.fill);
   } else if (rows) {
-    pad_last_axis_rows_kernel<W, uint2, Index><<<plan.row_grid, kThreads, 0, launch.stream>>>(
-        in, reinterpret_cast<uint2*>(out), static_cast<Index>(plan.n / p.out_dims[last]), p.in_dims[last],
-        p.begin[last], p.fill);
+    launch_kernel(launch, pad_last_axis_rows_kernel<W, uint2, Index>, plan.row_grid, kThreads, 0, in,
+                  reinterpret_cast<uint2*>(out), static_cast<Index>(plan.n / p.out_dims[last]), p.in_dims[last],
+                  p.begin[last], p.fill);
   } else if (plan.last_axis_only) {
-    pad_last_axis_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
-        in, out, static_cast<Index>(plan.n), p.in_dims[last], p.out_dims[last], p.begin[last], p.fill);
+    launch_kernel(launch, pad_last_axis_kernel<W, Index>, plan.grid, kThreads, 0, in, out, static_cast<Index>(plan.n),
+                  p.in_dims[last], p.out_dims[last], p.begin[last], p.fill);
   } else if (plan.last_two_axes) {
     const Index rows = static_cast<Index>(plan.n / p.out_dims[last]);
     const int threads = p.out_dims[last] <= 128 ? 128 : 256;
     const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(rows, std::int64_t{1} << 30));
-    pad_last_two_axes_kernel<W, Index><<<blocks, threads, 0, launch.stream>>>(
-        in, out, rows, p.out_dims[last - 1], p.out_dims[last], p.in_dims[last - 1], p.in_dims[last], p.begin[last - 1],
-        p.begin[last], p.fill);
+    launch_kernel(launch, pad_last_two_axes_kernel<W, Index>, blocks, threads, 0, in, out, rows, p.out_dims[last - 1],
+                  p.out_dims[last], p.in_dims[last - 1], p.in_dims[last], p.begin[last - 1], p.begin[last], p.fill);
   } else {
-    pad_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(in, out, static_cast<Index>(plan.n), p);
+    launch_kernel(launch, pad_kernel<W, Index>, plan.grid, kThreads, 0, in, out, static_cast<Index>(plan.n), p);
   }
-  check_launch(launch);
 }
 
 void launch_pad(const StepLaunch& launch, const PadPlan& plan) {
@@ -937,6 +938,7 @@ __device__ __forceinline__ SpaceToDepthElement<W, kQ> space_to_depth_value(W v, 
 template <typename W, typename V, typename Index, bool kNhwc, SpaceToDepthOut kQ>
 __global__ void space_to_depth_kernel(const W* __restrict__ in, V* __restrict__ out, Index words,
                                       SpaceToDepthParams<Index> p, const float* __restrict__ scale) {
+  wait_for_preceding_steps();
   using E = SpaceToDepthElement<W, kQ>;
   constexpr int kOut = static_cast<int>(sizeof(V) / sizeof(E));
   const float q = kQ == SpaceToDepthOut::kCopy ? 1.0F : *scale;
@@ -1063,8 +1065,8 @@ void run_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan, 
   const unsigned grid = grid_for(threads);
   auto go = [&](auto v, auto nhwc) {
     using V = decltype(v);
-    space_to_depth_kernel<W, V, Index, decltype(nhwc)::value, kQ>
-        <<<grid, kThreads, 0, launch.stream>>>(in, static_cast<V*>(out), static_cast<Index>(threads), p, scale);
+    launch_kernel(launch, space_to_depth_kernel<W, V, Index, decltype(nhwc)::value, kQ>, grid, kThreads, 0, in,
+                  static_cast<V*>(out), static_cast<Index>(threads), p, scale);
   };
   if (words && plan.nhwc) {
     go(uint4{}, std::true_type{});
@@ -1075,7 +1077,6 @@ void run_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan, 
   } else {
     go(E{}, std::false_type{});
   }
-  check_launch(launch);
 }
 
 void launch_space_to_depth(const StepLaunch& launch, const SpaceToDepthPlan& plan) {

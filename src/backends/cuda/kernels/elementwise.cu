@@ -154,6 +154,7 @@ struct GreaterOp {
 
 template <typename T, typename TOut, typename Op, typename Index>
 __global__ void binary_kernel(const T* a, const T* b, TOut* out, Index n, Indexer<Index, 2> ix, Op op) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     Index off[2];
     ix.offsets(i, off);
@@ -163,10 +164,9 @@ __global__ void binary_kernel(const T* a, const T* b, TOut* out, Index n, Indexe
 
 template <typename T, typename TOut, typename Op, typename Index>
 void run_binary(const StepLaunch& launch, const BinaryPlan& plan) {
-  binary_kernel<T, TOut, Op, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
-      static_cast<const T*>(launch.inputs[0].data), static_cast<const T*>(launch.inputs[1].data),
-      static_cast<TOut*>(launch.outputs[0].data), static_cast<Index>(plan.n), plan.indexer<Index>(), Op{});
-  check_launch(launch);
+  launch_kernel(launch, binary_kernel<T, TOut, Op, Index>, plan.grid, kThreads, 0,
+                static_cast<const T*>(launch.inputs[0].data), static_cast<const T*>(launch.inputs[1].data),
+                static_cast<TOut*>(launch.outputs[0].data), static_cast<Index>(plan.n), plan.indexer<Index>(), Op{});
 }
 
 // kCompare: the output is bool (comparisons); otherwise it has the inputs' dtype.
@@ -203,6 +203,7 @@ void launch_binary(const StepLaunch& launch, const BinaryPlan& plan) { launch_pl
 
 template <typename W, typename Index>
 __global__ void where_kernel(const Bool8* condition, const W* a, const W* b, W* out, Index n, Indexer<Index, 3> ix) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     Index off[3];
     ix.offsets(i, off);
@@ -212,11 +213,10 @@ __global__ void where_kernel(const Bool8* condition, const W* a, const W* b, W* 
 
 template <typename W, typename Index>
 void run_where(const StepLaunch& launch, const WherePlan& plan) {
-  where_kernel<W, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
-      static_cast<const Bool8*>(launch.inputs[0].data), static_cast<const W*>(launch.inputs[1].data),
-      static_cast<const W*>(launch.inputs[2].data), static_cast<W*>(launch.outputs[0].data), static_cast<Index>(plan.n),
-      plan.indexer<Index>());
-  check_launch(launch);
+  launch_kernel(launch, where_kernel<W, Index>, plan.grid, kThreads, 0,
+                static_cast<const Bool8*>(launch.inputs[0].data), static_cast<const W*>(launch.inputs[1].data),
+                static_cast<const W*>(launch.inputs[2].data), static_cast<W*>(launch.outputs[0].data),
+                static_cast<Index>(plan.n), plan.indexer<Index>());
 }
 
 WherePlan prepare_where(const StepLaunch& launch) {
@@ -360,12 +360,14 @@ struct ClipOp {
 
 template <typename T, typename Op, typename Index>
 __global__ void unary_kernel(const T* x, T* out, Index n, Op op) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) store(out, i, op(load(x, i)));
 }
 
 // The same on 16-byte words (8 f16/bf16, 4 f32, 2 f64 per thread and step): one vector load and store per word.
 template <typename T, typename Op>
 __global__ void unary_words_kernel(const uint4* x, uint4* out, std::int32_t words, Op op) {
+  wait_for_preceding_steps();
   constexpr int kPer = static_cast<int>(sizeof(uint4) / sizeof(T));
   for (std::int32_t w = global_thread<std::int32_t>(); w < words; w += grid_threads<std::int32_t>()) {
     const uint4 in = x[w];
@@ -400,16 +402,15 @@ void run_unary(const StepLaunch& launch, const UnaryPlan<Op>& plan) {
   const bool words = plan.words && reinterpret_cast<std::uintptr_t>(x) % sizeof(uint4) == 0 &&
                      reinterpret_cast<std::uintptr_t>(out) % sizeof(uint4) == 0;
   if (words) {
-    unary_words_kernel<T, Op><<<plan.word_grid, kThreads, 0, launch.stream>>>(
-        static_cast<const uint4*>(x), static_cast<uint4*>(out), static_cast<std::int32_t>(plan.word_count), plan.op);
+    launch_kernel(launch, unary_words_kernel<T, Op>, plan.word_grid, kThreads, 0, static_cast<const uint4*>(x),
+                  static_cast<uint4*>(out), static_cast<std::int32_t>(plan.word_count), plan.op);
   } else if (plan.index32) {
-    unary_kernel<T, Op, std::int32_t><<<plan.grid, kThreads, 0, launch.stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(out), static_cast<std::int32_t>(plan.n), plan.op);
+    launch_kernel(launch, unary_kernel<T, Op, std::int32_t>, plan.grid, kThreads, 0, static_cast<const T*>(x),
+                  static_cast<T*>(out), static_cast<std::int32_t>(plan.n), plan.op);
   } else {
-    unary_kernel<T, Op, std::int64_t>
-        <<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(x), static_cast<T*>(out), plan.n, plan.op);
+    launch_kernel(launch, unary_kernel<T, Op, std::int64_t>, plan.grid, kThreads, 0, static_cast<const T*>(x),
+                  static_cast<T*>(out), plan.n, plan.op);
   }
-  check_launch(launch);
 }
 
 template <typename Types, typename Op>
@@ -509,6 +510,7 @@ __device__ __forceinline__ D cast_from_int64(std::int64_t v) {
 
 template <typename S, typename D, typename Index>
 __global__ void cast_kernel(const S* x, D* out, Index n) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
     if constexpr (kIsFloatStorage<S>) {
       out[i] = cast_from_double<D>(static_cast<double>(load(x, i)));
@@ -527,10 +529,8 @@ struct CastPlan {
 
 template <typename S, typename D, typename Index>
 void run_cast(const StepLaunch& launch, const CastPlan& plan) {
-  cast_kernel<S, D, Index><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const S*>(launch.inputs[0].data),
-                                                                      static_cast<D*>(launch.outputs[0].data),
-                                                                      static_cast<Index>(plan.n));
-  check_launch(launch);
+  launch_kernel(launch, cast_kernel<S, D, Index>, plan.grid, kThreads, 0, static_cast<const S*>(launch.inputs[0].data),
+                static_cast<D*>(launch.outputs[0].data), static_cast<Index>(plan.n));
 }
 
 CastPlan prepare_cast(const StepLaunch& launch) {

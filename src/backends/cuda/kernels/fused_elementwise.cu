@@ -139,18 +139,20 @@ void launch_fused_elementwise(const StepLaunch& launch, const FusedPlan& plan) {
     cg::FusedContiguousArgs args = plan.contiguous_args;
     args.vectorized = vectorized ? 1 : 0;
     void* params[] = {&pointers, &args};
-    TENSORACLE_CUDA_CHECK(cudaLaunchKernel(plan.entry, dim3(vectorized ? plan.vector_blocks : plan.element_blocks),
-                                           dim3(cg::kThreads), params, 0, launch.stream),
-                          layer_name(launch));
+    cudaLaunchAttribute attribute{};
+    const cudaLaunchConfig_t config = step_launch_config(
+        launch, dim3(vectorized ? plan.vector_blocks : plan.element_blocks), dim3(cg::kThreads), 0, attribute);
+    TENSORACLE_CUDA_CHECK(cudaLaunchKernelExC(&config, plan.entry, params), layer_name(launch));
     return;
   }
-  // cudaLaunchKernel takes the argument blocks as void* and only reads them.
+  // cudaLaunchKernelExC takes the argument blocks as void* and only reads them.
   void* args = plan.index32 ? const_cast<void*>(static_cast<const void*>(&plan.broadcast32))
                             : const_cast<void*>(static_cast<const void*>(&plan.broadcast64));
   void* params[] = {&pointers, args};
-  TENSORACLE_CUDA_CHECK(
-      cudaLaunchKernel(plan.entry, dim3(plan.broadcast_blocks), dim3(cg::kThreads), params, 0, launch.stream),
-      layer_name(launch));
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config =
+      step_launch_config(launch, dim3(plan.broadcast_blocks), dim3(cg::kThreads), 0, attribute);
+  TENSORACLE_CUDA_CHECK(cudaLaunchKernelExC(&config, plan.entry, params), layer_name(launch));
 }
 
 bool supports_fused_elementwise(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {

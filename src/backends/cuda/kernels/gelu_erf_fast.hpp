@@ -1,5 +1,6 @@
-// The erf-GELU of the products whose result is quantized next: x·Φ(x) from one exp2 and one reciprocal (host and
-// device; the host form is what tests/unit/gelu_erf_fast_test.cpp measures against std::erf).
+// The erf-GELU of the CUTLASS products' epilogues, each from one exp2 and one reciprocal: gelu_erf_fast for a result
+// quantized next, gelu_erf_erfc for a float one (host and device; the host forms are what
+// tests/unit/gelu_erf_fast_test.cpp measures against std::erf).
 #pragma once
 
 #include <cmath>
@@ -44,6 +45,43 @@ TENSORACLE_GELU_INLINE float gelu_erf_fast(float x) {
   const float r = 1.0F / (e + 1.0F);
 #endif
   return m * (e * r);
+}
+
+// x·Φ(x) for the products' f16/bf16 results, as accurate as erff's x·(1 + erf(x/√2))/2 or more, at about half its
+// cost. Φ(x) = erfc(−x/√2)/2, and for z = |x|/√2, erfc(z) = t·2^((P(t) − z²)·log2 e) with t = 1/(1 + z/2) and P the
+// degree-7 polynomial below, fitted to ln(erfc(z)/t) + z² over 0 ≤ z ≤ 10 (|error| ≤ 6.5e-7, so erfc's relative
+// error is about that). Φ = 1 − erfc/2 for x ≥ 0 and erfc/2 below, which keeps the relative accuracy in the negative
+// tail that 1 + erf(x/√2) loses to cancellation: rounded to f16 the result differs from the exact erf-GELU's for
+// 0.02 % of the values over ±12, against 4.8 % for the erff form, and its relative error stays ≤ 3e-5. One reciprocal
+// and one exp2 (MUFU.RCP and MUFU.EX2 on the GPU) and about 14 more instructions, without branches, against erff's two
+// polynomial paths that a warp with values on both sides of |x/√2| = 0.875 takes both of. NaN gives NaN, +inf +inf,
+// -inf NaN (as the erff form).
+TENSORACLE_GELU_INLINE float gelu_erf_erfc(float x) {
+  const float z = fabsf(x) * 0.70710678118654752F;
+  const float u = fmaf(0.5F, z, 1.0F);
+#if defined(__CUDA_ARCH__)
+  float t;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(u));
+#else
+  const float t = 1.0F / u;
+#endif
+  float p = -1.836543725e-01F;
+  p = fmaf(p, t, 7.339618078e-01F);
+  p = fmaf(p, t, -9.700691934e-01F);
+  p = fmaf(p, t, 3.208620416e-01F);
+  p = fmaf(p, t, -2.415478271e-02F);
+  p = fmaf(p, t, 3.892480480e-01F);
+  p = fmaf(p, t, 9.993294377e-01F);
+  p = fmaf(p, t, -1.265523624e+00F);
+  const float a = fmaf(-z, z, p) * 1.44269504088896341F;  // log2 (erfc(z) / t)
+#if defined(__CUDA_ARCH__)
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(a));
+#else
+  const float e = std::exp2(a);
+#endif
+  const float half_erfc = 0.5F * t * e;
+  return x * (x >= 0.0F ? 1.0F - half_erfc : half_erfc);
 }
 
 }  // namespace tensoracle::cuda::kernels

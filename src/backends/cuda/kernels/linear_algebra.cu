@@ -358,6 +358,7 @@ void run_gemm(const StepLaunch& launch, const GemmStep& step, const void* a, con
 
 template <typename W, typename Index>
 __global__ void fill_rows_kernel(const W* bias, W* out, Index n, Index features) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) out[i] = bias[i % features];
 }
 
@@ -368,14 +369,12 @@ void fill_rows(const StepLaunch& launch, DataType dtype, const void* bias, void*
   dispatch_element_word(element_size(dtype), [&](auto tag) {
     using W = typename decltype(tag)::type;
     if (fits_index32(n)) {
-      fill_rows_kernel<W, std::int32_t><<<grid_for(n), kThreads, 0, launch.stream>>>(
-          static_cast<const W*>(bias), static_cast<W*>(out), static_cast<std::int32_t>(n),
-          static_cast<std::int32_t>(features));
+      launch_kernel(launch, fill_rows_kernel<W, std::int32_t>, grid_for(n), kThreads, 0, static_cast<const W*>(bias),
+                    static_cast<W*>(out), static_cast<std::int32_t>(n), static_cast<std::int32_t>(features));
     } else {
-      fill_rows_kernel<W, std::int64_t>
-          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<const W*>(bias), static_cast<W*>(out), n, features);
+      launch_kernel(launch, fill_rows_kernel<W, std::int64_t>, grid_for(n), kThreads, 0, static_cast<const W*>(bias),
+                    static_cast<W*>(out), n, features);
     }
-    check_launch(launch);
   });
 }
 
@@ -383,6 +382,7 @@ void fill_rows(const StepLaunch& launch, DataType dtype, const void* bias, void*
 
 template <typename T>
 __global__ void gelu_erf_words_kernel(uint4* data, std::int32_t words) {
+  wait_for_preceding_steps();
   constexpr int kPer = static_cast<int>(sizeof(uint4) / sizeof(T));
   for (std::int32_t w = global_thread<std::int32_t>(); w < words; w += grid_threads<std::int32_t>()) {
     uint4 word = data[w];
@@ -395,6 +395,7 @@ __global__ void gelu_erf_words_kernel(uint4* data, std::int32_t words) {
 
 template <typename T, typename Index>
 __global__ void gelu_erf_kernel(T* data, Index n) {
+  wait_for_preceding_steps();
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>())
     store(data, i, math::gelu_erf(load(data, i)));
 }
@@ -405,15 +406,14 @@ void gelu_erf_in_place(const StepLaunch& launch, DataType dtype, void* data, std
     using T = typename decltype(tag)::type;
     constexpr auto kPer = static_cast<std::int64_t>(sizeof(uint4) / sizeof(T));
     if (n % kPer == 0 && fits_index32(n) && reinterpret_cast<std::uintptr_t>(data) % sizeof(uint4) == 0) {
-      gelu_erf_words_kernel<T><<<grid_for(n / kPer), kThreads, 0, launch.stream>>>(static_cast<uint4*>(data),
-                                                                                   static_cast<std::int32_t>(n / kPer));
+      launch_kernel(launch, gelu_erf_words_kernel<T>, grid_for(n / kPer), kThreads, 0, static_cast<uint4*>(data),
+                    static_cast<std::int32_t>(n / kPer));
     } else if (fits_index32(n)) {
-      gelu_erf_kernel<T, std::int32_t>
-          <<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<T*>(data), static_cast<std::int32_t>(n));
+      launch_kernel(launch, gelu_erf_kernel<T, std::int32_t>, grid_for(n), kThreads, 0, static_cast<T*>(data),
+                    static_cast<std::int32_t>(n));
     } else {
-      gelu_erf_kernel<T, std::int64_t><<<grid_for(n), kThreads, 0, launch.stream>>>(static_cast<T*>(data), n);
+      launch_kernel(launch, gelu_erf_kernel<T, std::int64_t>, grid_for(n), kThreads, 0, static_cast<T*>(data), n);
     }
-    check_launch(launch);
   });
   if (!handled) throw CudaError(layer_name(launch) + ": no erf-GELU kernel for this dtype");
 }
@@ -720,7 +720,7 @@ void launch_fused_linear(const StepLaunch& launch, const FusedLinearPlan& plan) 
     }
     plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   }
-  plan.gemm->run(launch.stream, layer_name(launch).c_str());
+  plan.gemm->run(launch.stream, launch.programmatic, layer_name(launch).c_str());
 }
 
 // ---- supports ----
@@ -856,6 +856,7 @@ constexpr int kDequantizeVector = 8;
 template <typename Q, typename T, int kVector>
 __global__ void dequantize_weight_kernel(const Q* __restrict__ w, const float* __restrict__ scale, T* __restrict__ out,
                                          std::int64_t groups, std::int64_t k) {
+  wait_for_preceding_steps();
   struct alignas(kVector * sizeof(Q)) In {
     Q v[kVector];
   };
@@ -883,9 +884,8 @@ void dequantize_weight(const StepLaunch& launch, const void* w, const float* sca
   const std::int64_t groups = elements / kVector;
   constexpr int kThreads = 256;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((groups + kThreads - 1) / kThreads, 65535));
-  dequantize_weight_kernel<Q, T, kVector>
-      <<<blocks, kThreads, 0, launch.stream>>>(static_cast<const Q*>(w), scale, static_cast<T*>(out), groups, k);
-  check_launch(launch);
+  launch_kernel(launch, dequantize_weight_kernel<Q, T, kVector>, blocks, kThreads, 0, static_cast<const Q*>(w), scale,
+                static_cast<T*>(out), groups, k);
 }
 
 template <typename Q, typename T>

@@ -29,6 +29,7 @@ __device__ __forceinline__ Compute<T> load_or(const T* p, std::int64_t i, Comput
 // One warp per row of length <= 32 * kPerLane, the row cached in registers.
 template <typename T, int kPerLane, bool kLog>
 __global__ void softmax_warp_kernel(const T* x, T* y, std::int64_t rows, int len) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const std::int64_t warps_per_block = blockDim.x >> 5;
@@ -67,6 +68,7 @@ __global__ void softmax_warp_kernel(const T* x, T* y, std::int64_t rows, int len
 // One block per row (long rows); three passes over the row.
 template <typename T, bool kLog>
 __global__ void softmax_block_kernel(const T* x, T* y, std::int64_t rows, std::int64_t len) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   __shared__ C scratch[32];
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -90,6 +92,7 @@ __global__ void softmax_block_kernel(const T* x, T* y, std::int64_t rows, std::i
 // `inner` (adjacent threads read adjacent elements).
 template <typename T, bool kLog>
 __global__ void softmax_strided_kernel(const T* x, T* y, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   const std::int64_t columns = outer * inner;
   for (std::int64_t t = global_thread<std::int64_t>(); t < columns; t += grid_threads<std::int64_t>()) {
@@ -129,6 +132,7 @@ __device__ __forceinline__ C column_reduce(C v, Op op, C (*partial)[kColumnTile 
 
 template <typename T, bool kLog>
 __global__ void softmax_columns_kernel(const T* x, T* y, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   __shared__ C partial[kColumnSplit][kColumnTile + 1];
   const std::int64_t column = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
@@ -215,27 +219,27 @@ template <typename T, bool kLog>
 void softmax_typed(const StepLaunch& launch, const SoftmaxPlan& plan) {
   const T* x = static_cast<const T*>(launch.inputs.at(0).data);
   T* y = static_cast<T*>(launch.outputs.at(0).data);
-  cudaStream_t stream = launch.stream;
   const std::int64_t outer = plan.outer, len = plan.len, inner = plan.inner;
   switch (plan.path) {
     case SoftmaxPath::kWarp4:
-      softmax_warp_kernel<T, 4, kLog><<<plan.grid, kWarpRowsThreads, 0, stream>>>(x, y, outer, static_cast<int>(len));
+      launch_kernel(launch, softmax_warp_kernel<T, 4, kLog>, plan.grid, kWarpRowsThreads, 0, x, y, outer,
+                    static_cast<int>(len));
       break;
     case SoftmaxPath::kWarp32:
-      softmax_warp_kernel<T, 32, kLog><<<plan.grid, kWarpRowsThreads, 0, stream>>>(x, y, outer, static_cast<int>(len));
+      launch_kernel(launch, softmax_warp_kernel<T, 32, kLog>, plan.grid, kWarpRowsThreads, 0, x, y, outer,
+                    static_cast<int>(len));
       break;
     case SoftmaxPath::kBlock:
-      softmax_block_kernel<T, kLog><<<plan.grid, kBlockRowThreads, 0, stream>>>(x, y, outer, len);
+      launch_kernel(launch, softmax_block_kernel<T, kLog>, plan.grid, kBlockRowThreads, 0, x, y, outer, len);
       break;
     case SoftmaxPath::kStrided:
-      softmax_strided_kernel<T, kLog><<<plan.grid, kThreads, 0, stream>>>(x, y, outer, len, inner);
+      launch_kernel(launch, softmax_strided_kernel<T, kLog>, plan.grid, kThreads, 0, x, y, outer, len, inner);
       break;
     case SoftmaxPath::kColumns:
-      softmax_columns_kernel<T, kLog>
-          <<<plan.grid, dim3(kColumnTile, kColumnSplit), 0, stream>>>(x, y, outer, len, inner);
+      launch_kernel(launch, softmax_columns_kernel<T, kLog>, plan.grid, dim3(kColumnTile, kColumnSplit), 0, x, y, outer,
+                    len, inner);
       break;
   }
-  check_launch(launch);
 }
 
 template <bool kLog>
@@ -361,6 +365,7 @@ template <typename T, int kV, int kPer, int kGroup, bool kRms, typename Q = NoQu
 __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThreads)
     norm_rows_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len, float eps_f,
                      double eps_d, QuantizedOut<Q> quantized) {
+  wait_for_preceding_steps();
   using C = NormStat<T>;
   constexpr bool kQuantized = !std::is_same_v<Q, NoQuantized>;
   __shared__ C scratch[32];
@@ -451,6 +456,7 @@ __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThre
 template <typename T, bool kRms, typename Q = NoQuantized>
 __global__ void norm_block_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, std::int64_t len,
                                   float eps_f, double eps_d, QuantizedOut<Q> quantized) {
+  wait_for_preceding_steps();
   using C = NormStat<T>;
   constexpr bool kQuantized = !std::is_same_v<Q, NoQuantized>;
   __shared__ C scratch[32];
@@ -568,7 +574,7 @@ LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
 
 template <typename T, int kV, bool kRms, typename Q>
 void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, QuantizedOut<Q> quantized,
-                      const LastDimsNormPlan& plan, const RowsLaunch& rows_launch, cudaStream_t stream) {
+                      const LastDimsNormPlan& plan, const RowsLaunch& rows_launch, const StepLaunch& launch) {
   constexpr int kPer = kRowRegisters<T> / kV;  // vectors per thread
   const std::int64_t rows = plan.rows;
   const auto len = static_cast<int>(plan.len);
@@ -576,20 +582,20 @@ void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, Quantize
   const int threads = rows_launch.threads;
   switch (rows_launch.path) {
     case RowsPath::kLanes8:
-      norm_rows_kernel<T, kV, kPer, 8, kRms, Q>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps, quantized);
+      launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 8, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
+                    plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kWarp:
-      norm_rows_kernel<T, kV, kPer, 32, kRms, Q>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps, quantized);
+      launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 32, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
+                    plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kBlockRow:
-      norm_rows_kernel<T, kV, kPer, 0, kRms, Q>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, len, plan.eps_f, plan.eps, quantized);
+      launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 0, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
+                    plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kLongRow:
-      norm_block_kernel<T, kRms, Q>
-          <<<grid, threads, 0, stream>>>(x, weight, bias, y, rows, plan.len, plan.eps_f, plan.eps, quantized);
+      launch_kernel(launch, norm_block_kernel<T, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, plan.len,
+                    plan.eps_f, plan.eps, quantized);
       break;
   }
 }
@@ -615,11 +621,10 @@ void launch_last_dims_norm_typed(const StepLaunch& launch, const LastDimsNormPla
                       (bp == nullptr || pointer_alignment(bp, 16) == 16) &&
                       (quantized.y == nullptr || pointer_alignment(quantized.y, kNormVector<T>) >= kNormVector<T>);
   if (vector) {
-    launch_norm_rows<T, kNormVector<T>, kRms>(xp, wp, bp, yp, quantized, plan, plan.vector_rows, launch.stream);
+    launch_norm_rows<T, kNormVector<T>, kRms>(xp, wp, bp, yp, quantized, plan, plan.vector_rows, launch);
   } else {
-    launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, quantized, plan, plan.scalar_rows, launch.stream);
+    launch_norm_rows<T, 1, kRms>(xp, wp, bp, yp, quantized, plan, plan.scalar_rows, launch);
   }
-  check_launch(launch);
 }
 
 template <bool kRms>
@@ -640,6 +645,7 @@ void launch_last_dims_norm(const StepLaunch& launch, const LastDimsNormPlan& pla
 template <typename T, typename Index>
 __global__ void batch_norm_kernel(const T* x, const T* mean, const T* var, const T* weight, const T* bias, T* y,
                                   Index n, Index channels, Index spatial, float eps_f, double eps_d) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   const C eps = param_as<C>(eps_f, eps_d);
   for (Index i = global_thread<Index>(); i < n; i += grid_threads<Index>()) {
@@ -688,18 +694,17 @@ void launch_batch_norm(const StepLaunch& launch, const BatchNormPlan& plan) {
     using T = typename decltype(tag)::type;
     auto run = [&](auto index) {
       using Index = decltype(index);
-      batch_norm_kernel<T, Index><<<plan.grid, kThreads, 0, launch.stream>>>(
-          static_cast<const T*>(launch.inputs.at(0).data), static_cast<const T*>(launch.inputs.at(1).data),
-          static_cast<const T*>(launch.inputs.at(2).data), static_cast<const T*>(weight), static_cast<const T*>(bias),
-          static_cast<T*>(launch.outputs.at(0).data), static_cast<Index>(plan.n), static_cast<Index>(plan.channels),
-          static_cast<Index>(plan.spatial), plan.eps_f, plan.eps);
+      launch_kernel(launch, batch_norm_kernel<T, Index>, plan.grid, kThreads, 0,
+                    static_cast<const T*>(launch.inputs.at(0).data), static_cast<const T*>(launch.inputs.at(1).data),
+                    static_cast<const T*>(launch.inputs.at(2).data), static_cast<const T*>(weight),
+                    static_cast<const T*>(bias), static_cast<T*>(launch.outputs.at(0).data), static_cast<Index>(plan.n),
+                    static_cast<Index>(plan.channels), static_cast<Index>(plan.spatial), plan.eps_f, plan.eps);
     };
     if (plan.index32) {
       run(std::int32_t{0});
     } else {
       run(std::int64_t{0});
     }
-    check_launch(launch);
   });
 }
 
@@ -709,6 +714,7 @@ template <typename T>
 __global__ void grouped_norm_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t blocks,
                                     std::int64_t block_len, std::int64_t channels, std::int64_t spatial, float eps_f,
                                     double eps_d) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   __shared__ C scratch[32];
   const C eps = param_as<C>(eps_f, eps_d);
@@ -773,11 +779,10 @@ void launch_grouped_norm(const StepLaunch& launch, const GroupedNormPlan& plan) 
   const void* bias = launch.inputs.size() > 2 ? launch.inputs[2].data : nullptr;
   dispatch(FloatTypes{}, plan.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    grouped_norm_kernel<T><<<plan.grid, kBlockRowThreads, 0, launch.stream>>>(
-        static_cast<const T*>(launch.inputs.at(0).data), static_cast<const T*>(weight), static_cast<const T*>(bias),
-        static_cast<T*>(launch.outputs.at(0).data), plan.blocks, plan.block_len, plan.channels, plan.spatial,
-        plan.eps_f, plan.eps);
-    check_launch(launch);
+    launch_kernel(launch, grouped_norm_kernel<T>, plan.grid, kBlockRowThreads, 0,
+                  static_cast<const T*>(launch.inputs.at(0).data), static_cast<const T*>(weight),
+                  static_cast<const T*>(bias), static_cast<T*>(launch.outputs.at(0).data), plan.blocks, plan.block_len,
+                  plan.channels, plan.spatial, plan.eps_f, plan.eps);
   });
 }
 

@@ -40,13 +40,14 @@ using conv_family::require_cudnn9;
 using conv_family::store;
 using conv_family::store_from_double;
 using conv_family::TensorDesc;
-using kernels::check_launch;
 using kernels::dispatch_float;
 using kernels::grid_for;
 using kernels::kMaxGridBlocks;
 using kernels::kMaxIndex32;
 using kernels::kThreads;
+using kernels::launch_kernel;
 using kernels::layer_name;
+using kernels::wait_for_preceding_steps;
 
 // ---- pooling ----
 
@@ -146,6 +147,7 @@ __device__ __forceinline__ PoolStore<T, kOut> pool_result(Accum<T> best, float s
 template <typename T, typename I, PoolOut kOut>
 __global__ void max_pool_direct_kernel(const T* __restrict__ x, PoolStore<T, kOut>* __restrict__ y, PoolShape s,
                                        const float* __restrict__ scale) {
+  wait_for_preceding_steps();
   using A = Accum<T>;
   const float q = kOut == PoolOut::kNone ? 1.0F : *scale;
   const I total = static_cast<I>(s.planes * s.oh * s.ow);
@@ -188,6 +190,7 @@ using PoolWord = typename kernels::Word<static_cast<int>(sizeof(uint4) / sizeof(
 template <typename T, typename I, PoolOut kOut>
 __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord<T, kOut>* __restrict__ y, PoolShape s,
                                            const float* __restrict__ scale) {
+  wait_for_preceding_steps();
   using A = Accum<T>;
   constexpr int kVec = static_cast<int>(sizeof(uint4) / sizeof(T));
   const I words = static_cast<I>(s.channels / kVec);
@@ -276,6 +279,7 @@ __global__ void max_pool_nhwc_words_kernel(const uint4* __restrict__ x, PoolWord
 // window may reach past it), otherwise the window clipped to the input.
 template <typename T, typename I>
 __global__ void avg_pool_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s) {
+  wait_for_preceding_steps();
   const I total = static_cast<I>(s.planes * s.oh * s.ow);
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
   const I kh = static_cast<I>(s.kh), kw = static_cast<I>(s.kw), sh = static_cast<I>(s.sh), sw = static_cast<I>(s.sw);
@@ -319,19 +323,19 @@ void launch_pool_typed(const StepLaunch& launch, const PoolPlan& plan) {
   if constexpr (kKernel == PoolKernel::kMaxNchw) {
     PoolShape planes = plan.s;  // each of the N·C planes an image of one channel
     planes.channels = 1;
-    max_pool_direct_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, planes, scale);
+    launch_kernel(launch, max_pool_direct_kernel<T, I, kOut>, plan.grid, kThreads, 0, x, y, planes, scale);
   } else if constexpr (kKernel == PoolKernel::kMaxNhwc) {
-    max_pool_direct_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
+    launch_kernel(launch, max_pool_direct_kernel<T, I, kOut>, plan.grid, kThreads, 0, x, y, plan.s, scale);
   } else if constexpr (kKernel == PoolKernel::kMaxNhwcWords) {
     using Word = PoolWord<T, kOut>;
     if (kernels::pointer_alignment(x, 16) < 16 || kernels::pointer_alignment(y, sizeof(Word)) < sizeof(Word)) {
-      max_pool_direct_kernel<T, I, kOut><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s, scale);
+      launch_kernel(launch, max_pool_direct_kernel<T, I, kOut>, plan.grid, kThreads, 0, x, y, plan.s, scale);
     } else {
-      max_pool_nhwc_words_kernel<T, I, kOut><<<plan.words_grid, kThreads, 0, launch.stream>>>(
-          reinterpret_cast<const uint4*>(x), reinterpret_cast<Word*>(y), plan.s, scale);
+      launch_kernel(launch, max_pool_nhwc_words_kernel<T, I, kOut>, plan.words_grid, kThreads, 0,
+                    reinterpret_cast<const uint4*>(x), reinterpret_cast<Word*>(y), plan.s, scale);
     }
   } else {
-    avg_pool_kernel<T, I><<<plan.grid, kThreads, 0, launch.stream>>>(x, y, plan.s);
+    launch_kernel(launch, avg_pool_kernel<T, I>, plan.grid, kThreads, 0, x, y, plan.s);
   }
 }
 
@@ -390,7 +394,6 @@ PoolPlan prepare_pool(const StepLaunch& launch) {
 void launch_pool(const StepLaunch& launch, const PoolPlan& plan) {
   if (plan.run == nullptr) return;
   plan.run(launch, plan);
-  check_launch(launch);
 }
 
 // cudnnPoolingForward, timed by the builder against the direct kernels. cuDNN computes floor-mode windows only, so a
@@ -473,6 +476,7 @@ __device__ __forceinline__ double warp_sum(double v) {
 template <typename T>
 __global__ void global_avg_pool_warp_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
                                             std::int64_t plane) {
+  wait_for_preceding_steps();
   const int lane = static_cast<int>(threadIdx.x & 31U);
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p < planes;
@@ -489,6 +493,7 @@ __global__ void global_avg_pool_warp_kernel(const T* __restrict__ x, T* __restri
 template <typename T>
 __global__ void global_avg_pool_block_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
                                              std::int64_t plane) {
+  wait_for_preceding_steps();
   __shared__ double partial[32];
   const int lane = static_cast<int>(threadIdx.x & 31U);
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -514,6 +519,7 @@ __global__ void global_avg_pool_block_kernel(const T* __restrict__ x, T* __restr
 template <typename T>
 __global__ void global_avg_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
                                             std::int64_t plane, std::int64_t channels) {
+  wait_for_preceding_steps();
   for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < planes;
        p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t n = p / channels, c = p % channels;
@@ -538,12 +544,12 @@ void launch_global_avg_pool_typed(const StepLaunch& launch, const GlobalAvgPoolP
   const T* x = static_cast<const T*>(launch.inputs.at(0).data);
   T* y = static_cast<T*>(launch.outputs.at(0).data);
   if constexpr (kKernel == GlobalAvgPoolKernel::kNhwc) {
-    global_avg_pool_nhwc_kernel<T>
-        <<<plan.blocks, kThreads, 0, launch.stream>>>(x, y, plan.planes, plan.plane, plan.channels);
+    launch_kernel(launch, global_avg_pool_nhwc_kernel<T>, plan.blocks, kThreads, 0, x, y, plan.planes, plan.plane,
+                  plan.channels);
   } else if constexpr (kKernel == GlobalAvgPoolKernel::kWarp) {
-    global_avg_pool_warp_kernel<T><<<plan.blocks, kThreads, 0, launch.stream>>>(x, y, plan.planes, plan.plane);
+    launch_kernel(launch, global_avg_pool_warp_kernel<T>, plan.blocks, kThreads, 0, x, y, plan.planes, plan.plane);
   } else {
-    global_avg_pool_block_kernel<T><<<plan.blocks, kThreads, 0, launch.stream>>>(x, y, plan.planes, plan.plane);
+    launch_kernel(launch, global_avg_pool_block_kernel<T>, plan.blocks, kThreads, 0, x, y, plan.planes, plan.plane);
   }
 }
 
@@ -584,7 +590,6 @@ GlobalAvgPoolPlan prepare_global_avg_pool(const StepLaunch& launch) {
 void launch_global_avg_pool(const StepLaunch& launch, const GlobalAvgPoolPlan& plan) {
   if (plan.run == nullptr) return;
   plan.run(launch, plan);
-  check_launch(launch);
 }
 
 // ---- supports ----

@@ -79,6 +79,7 @@ __device__ __forceinline__ std::int64_t channel_of(const ChannelMap& m, std::int
 template <typename TIn, bool kE4M3>
 __global__ void quantize_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
                                 std::int64_t count, ChannelMap map) {
+  wait_for_preceding_steps();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     static_cast<std::uint8_t*>(y)[i] = quantize_one<TIn, kE4M3>(x[i], scale[channel_of(map, i)]);
@@ -95,6 +96,7 @@ template <typename TIn, bool kE4M3>
 __global__ void __launch_bounds__(kThreads)
     quantize_vector_kernel(const TIn* __restrict__ x, const float* __restrict__ scale, void* __restrict__ y,
                            std::int64_t groups) {
+  wait_for_preceding_steps();
   const float s = scale[0];
   const float reciprocal = kE4M3 ? 0.0F : i8_reciprocal(s);
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < groups;
@@ -121,6 +123,7 @@ __global__ void __launch_bounds__(kThreads)
 template <bool kE4M3, typename TOut>
 __global__ void dequantize_kernel(const void* __restrict__ x, const float* __restrict__ scale, TOut* __restrict__ y,
                                   std::int64_t count, ChannelMap map) {
+  wait_for_preceding_steps();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const float s = scale[channel_of(map, i)];
@@ -169,10 +172,8 @@ struct ScalePlan {
 
 template <typename T, bool kE4M3>
 void run_quantize(const StepLaunch& launch, const ScalePlan& plan) {
-  quantize_kernel<T, kE4M3><<<plan.grid, kThreads, 0, launch.stream>>>(static_cast<const T*>(launch.inputs[0].data),
-                                                                       static_cast<const float*>(launch.inputs[1].data),
-                                                                       launch.outputs[0].data, plan.count, plan.map);
-  check_launch(launch);
+  launch_kernel(launch, quantize_kernel<T, kE4M3>, plan.grid, kThreads, 0, static_cast<const T*>(launch.inputs[0].data),
+                static_cast<const float*>(launch.inputs[1].data), launch.outputs[0].data, plan.count, plan.map);
 }
 
 // The vector kernel where x and y are aligned for its loads and stores (caller buffers may not be), else the
@@ -187,17 +188,15 @@ void run_quantize_vector(const StepLaunch& launch, const ScalePlan& plan) {
     return;
   }
   const std::int64_t groups = plan.count / kVector;
-  quantize_vector_kernel<T, kE4M3><<<grid_for(groups), kThreads, 0, launch.stream>>>(
-      static_cast<const T*>(x), static_cast<const float*>(launch.inputs[1].data), y, groups);
-  check_launch(launch);
+  launch_kernel(launch, quantize_vector_kernel<T, kE4M3>, grid_for(groups), kThreads, 0, static_cast<const T*>(x),
+                static_cast<const float*>(launch.inputs[1].data), y, groups);
 }
 
 template <bool kE4M3, typename T>
 void run_dequantize(const StepLaunch& launch, const ScalePlan& plan) {
-  dequantize_kernel<kE4M3, T><<<plan.grid, kThreads, 0, launch.stream>>>(
-      launch.inputs[0].data, static_cast<const float*>(launch.inputs[1].data), static_cast<T*>(launch.outputs[0].data),
-      plan.count, plan.map);
-  check_launch(launch);
+  launch_kernel(launch, dequantize_kernel<kE4M3, T>, plan.grid, kThreads, 0, launch.inputs[0].data,
+                static_cast<const float*>(launch.inputs[1].data), static_cast<T*>(launch.outputs[0].data), plan.count,
+                plan.map);
 }
 
 ScalePlan prepare_quantize(const StepLaunch& launch) {

@@ -65,6 +65,7 @@ __global__ void quantized_conv_direct(const In* __restrict__ x, const In* __rest
                                       const void* __restrict__ residual, Residual residual_kind,
                                       const float* __restrict__ residual_scale, const float* __restrict__ output_scale,
                                       Out* __restrict__ y, ConvShape s, bool nhwc, bool relu) {
+  wait_for_preceding_steps();
   using Acc = decltype(operand(In{}));
   const std::int64_t total = s.n * s.o * s.oh * s.ow;
   const std::int64_t group_in = s.c / s.groups, group_out = s.o / s.groups;
@@ -126,17 +127,16 @@ struct QuantizedConvPlan {
 template <typename In, typename Epi, typename Out>
 void run_direct(const StepLaunch& launch, const QuantizedConvPlan& p) {
   const ConvShape& s = p.shape;
-  quantized_conv_direct<In, Epi, Out><<<grid_for(s.n * s.o * s.oh * s.ow), kThreads, 0, launch.stream>>>(
-      static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
-      static_cast<const float*>(launch.inputs[2].data),
-      p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr, p.residual ? launch.inputs[4].data : nullptr,
-      p.residual_kind,
-      p.residual_kind == Residual::kI8 || p.residual_kind == Residual::kF8E4M3
-          ? static_cast<const float*>(launch.inputs[6].data)
-          : nullptr,
-      p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
-      static_cast<Out*>(launch.outputs[0].data), s, p.nhwc, p.relu);
-  check_launch(launch);
+  launch_kernel(launch, quantized_conv_direct<In, Epi, Out>, grid_for(s.n * s.o * s.oh * s.ow), kThreads, 0,
+                static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
+                static_cast<const float*>(launch.inputs[2].data),
+                p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
+                p.residual ? launch.inputs[4].data : nullptr, p.residual_kind,
+                p.residual_kind == Residual::kI8 || p.residual_kind == Residual::kF8E4M3
+                    ? static_cast<const float*>(launch.inputs[6].data)
+                    : nullptr,
+                p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
+                static_cast<Out*>(launch.outputs[0].data), s, p.nhwc, p.relu);
 }
 
 // The result in Epi itself, or quantized to `out`.
@@ -324,7 +324,7 @@ void launch_cutlass(const StepLaunch& launch, const QuantizedConvPlan& plan) {
     if (!sm90::aligned_for_tma(p)) return plan.direct(launch, plan);
     plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   }
-  plan.gemm->run(launch.stream, layer_name(launch).c_str());
+  plan.gemm->run(launch.stream, launch.programmatic, layer_name(launch).c_str());
 }
 
 void launch_quantized_conv(const StepLaunch& launch, const QuantizedConvPlan& plan) {

@@ -67,6 +67,7 @@ __global__ void quantized_linear_tiled(const In* __restrict__ x, const In* __res
                                        const float* __restrict__ scale, const Epi* __restrict__ bias,
                                        const Epi* __restrict__ residual, const float* __restrict__ output_scale,
                                        Out* __restrict__ out, std::int64_t m, std::int64_t n, std::int64_t k, Act act) {
+  wait_for_preceding_steps();
   using Acc = decltype(operand(In{}));
   __shared__ Acc xs[kTile][kTile + 1];
   __shared__ Acc ws[kTile][kTile + 1];
@@ -121,14 +122,13 @@ struct TiledPlan : ProductShape {
 template <typename In, typename Epi, typename Out>
 void run_tiled(const StepLaunch& launch, const TiledPlan& p) {
   const dim3 grid(static_cast<unsigned>((p.m + kTile - 1) / kTile), static_cast<unsigned>((p.n + kTile - 1) / kTile));
-  quantized_linear_tiled<In, Epi, Out><<<grid, dim3(kTile, kTile), 0, launch.stream>>>(
-      static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
-      static_cast<const float*>(launch.inputs[2].data),
-      p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
-      p.residual ? static_cast<const Epi*>(launch.inputs[4].data) : nullptr,
-      p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
-      static_cast<Out*>(launch.outputs[0].data), p.m, p.n, p.k, p.act);
-  check_launch(launch);
+  launch_kernel(launch, quantized_linear_tiled<In, Epi, Out>, grid, dim3(kTile, kTile), 0,
+                static_cast<const In*>(launch.inputs[0].data), static_cast<const In*>(launch.inputs[1].data),
+                static_cast<const float*>(launch.inputs[2].data),
+                p.bias ? static_cast<const Epi*>(launch.inputs[3].data) : nullptr,
+                p.residual ? static_cast<const Epi*>(launch.inputs[4].data) : nullptr,
+                p.quantized_output ? static_cast<const float*>(launch.inputs[5].data) : nullptr,
+                static_cast<Out*>(launch.outputs[0].data), p.m, p.n, p.k, p.act);
 }
 
 // The result in Epi itself, or quantized to `out`.
@@ -256,7 +256,7 @@ void launch_cutlass(const StepLaunch& launch, const CutlassPlan& plan) {
     }
     plan.gemm->plan(p, launch.workspace, layer_name(launch).c_str());
   }
-  plan.gemm->run(launch.stream, layer_name(launch).c_str());
+  plan.gemm->run(launch.stream, launch.programmatic, layer_name(launch).c_str());
 }
 
 // ---- weight-only: a float x times the quantized weight, read as it is ----
@@ -333,6 +333,7 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
     weight_only_rows_kernel(const T* __restrict__ x, const Q* __restrict__ w, const float* __restrict__ scale,
                             const T* __restrict__ bias, const T* __restrict__ residual, T* __restrict__ out,
                             std::int64_t m, std::int64_t n, std::int64_t k, Act act) {
+  wait_for_preceding_steps();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const std::int64_t feature0 =
       (static_cast<std::int64_t>(blockIdx.x) * kRowsWarps + (threadIdx.x >> 5)) * kRowsFeatures;
@@ -403,12 +404,12 @@ void run_rows_as(const StepLaunch& launch, const RowsPlan& p) {
   constexpr std::int64_t kBlockFeatures = kRowsWarps * kRowsFeatures;
   const dim3 grid(static_cast<unsigned>((p.n + kBlockFeatures - 1) / kBlockFeatures),
                   static_cast<unsigned>((p.m + kRows - 1) / kRows));
-  weight_only_rows_kernel<T, Q, kRows, kVectorX><<<grid, kRowsWarps * 32, 0, launch.stream>>>(
-      static_cast<const T*>(launch.inputs[0].data), static_cast<const Q*>(launch.inputs[1].data),
-      static_cast<const float*>(launch.inputs[2].data), p.bias ? static_cast<const T*>(launch.inputs[3].data) : nullptr,
-      p.residual ? static_cast<const T*>(launch.inputs[4].data) : nullptr, static_cast<T*>(launch.outputs[0].data), p.m,
-      p.n, p.k, p.act);
-  check_launch(launch);
+  launch_kernel(launch, weight_only_rows_kernel<T, Q, kRows, kVectorX>, grid, kRowsWarps * 32, 0,
+                static_cast<const T*>(launch.inputs[0].data), static_cast<const Q*>(launch.inputs[1].data),
+                static_cast<const float*>(launch.inputs[2].data),
+                p.bias ? static_cast<const T*>(launch.inputs[3].data) : nullptr,
+                p.residual ? static_cast<const T*>(launch.inputs[4].data) : nullptr,
+                static_cast<T*>(launch.outputs[0].data), p.m, p.n, p.k, p.act);
 }
 
 template <typename T, typename Q>
@@ -494,6 +495,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     weight_only_mma_kernel(const T* __restrict__ x, const Q* __restrict__ w, const float* __restrict__ scale,
                            const T* __restrict__ bias, const T* __restrict__ residual, T* __restrict__ out,
                            std::int64_t m, std::int64_t n, std::int64_t k, Act act) {
+  wait_for_preceding_steps();
   __shared__ float partial[kMmaWarps][kTiles][4][32];
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -567,12 +569,12 @@ template <typename T, typename Q, int kTiles>
 void run_mma_as(const StepLaunch& launch, const MmaPlan& plan) {
   const RowsPlan& p = plan.rows;
   const dim3 grid(static_cast<unsigned>((p.n + 15) / 16), static_cast<unsigned>((p.m + 8 * kTiles - 1) / (8 * kTiles)));
-  weight_only_mma_kernel<T, Q, kTiles><<<grid, kMmaWarps * 32, 0, launch.stream>>>(
-      static_cast<const T*>(launch.inputs[0].data), static_cast<const Q*>(launch.inputs[1].data),
-      static_cast<const float*>(launch.inputs[2].data), p.bias ? static_cast<const T*>(launch.inputs[3].data) : nullptr,
-      p.residual ? static_cast<const T*>(launch.inputs[4].data) : nullptr, static_cast<T*>(launch.outputs[0].data), p.m,
-      p.n, p.k, p.act);
-  check_launch(launch);
+  launch_kernel(launch, weight_only_mma_kernel<T, Q, kTiles>, grid, kMmaWarps * 32, 0,
+                static_cast<const T*>(launch.inputs[0].data), static_cast<const Q*>(launch.inputs[1].data),
+                static_cast<const float*>(launch.inputs[2].data),
+                p.bias ? static_cast<const T*>(launch.inputs[3].data) : nullptr,
+                p.residual ? static_cast<const T*>(launch.inputs[4].data) : nullptr,
+                static_cast<T*>(launch.outputs[0].data), p.m, p.n, p.k, p.act);
 }
 
 template <typename T, typename Q>

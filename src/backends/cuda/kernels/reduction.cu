@@ -27,8 +27,9 @@ void register_reduction_kernels(std::vector<KernelEntry>& kernels);
 
 namespace {
 
-using kernels::check_launch;
+using kernels::launch_kernel;
 using kernels::layer_name;
+using kernels::wait_for_preceding_steps;
 
 // ---- storage types and conversions ----
 
@@ -228,6 +229,7 @@ template <typename T, typename Out, typename P>
 __global__ void __launch_bounds__(kBlock)
     reduce_kernel(const T* __restrict__ x, Out* __restrict__ y, IndexMap outs, IndexMap reds, std::int64_t num_out,
                   std::int64_t count, int by, bool row_mode, std::int64_t r_chunk, typename P::Acc* partials) {
+  wait_for_preceding_steps();
   using Acc = typename P::Acc;
   __shared__ __align__(16) unsigned char shared_raw[kBlock * sizeof(Acc)];
   Acc* sh = reinterpret_cast<Acc*>(shared_raw);
@@ -267,6 +269,7 @@ __global__ void __launch_bounds__(kBlock)
 template <typename Out, typename P>
 __global__ void reduce_finish_kernel(Out* __restrict__ y, const typename P::Acc* __restrict__ partials,
                                      std::int64_t num_out, std::int64_t count, int splits) {
+  wait_for_preceding_steps();
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < num_out;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     typename P::Acc acc = P::identity();
@@ -365,13 +368,11 @@ void run_reduce(const StepLaunch& launch, const ReducePlan& plan) {
   Out* y = static_cast<Out*>(launch.outputs.at(0).data);
   const ReduceMaps& maps = plan.maps;
   Acc* partials = plan.splits > 1 ? static_cast<Acc*>(launch.workspace) : nullptr;
-  reduce_kernel<T, Out, P><<<plan.grid, kBlock, 0, launch.stream>>>(
-      x, y, maps.outs, maps.reds, maps.num_out, maps.count, plan.by, maps.row_mode, plan.r_chunk, partials);
-  check_launch(launch);
+  launch_kernel(launch, reduce_kernel<T, Out, P>, plan.grid, kBlock, 0, x, y, maps.outs, maps.reds, maps.num_out,
+                maps.count, plan.by, maps.row_mode, plan.r_chunk, partials);
   if (plan.splits > 1) {
-    reduce_finish_kernel<Out, P><<<plan.finish_blocks, kBlock, 0, launch.stream>>>(
-        y, partials, maps.num_out, maps.count, static_cast<int>(plan.splits));
-    check_launch(launch);
+    launch_kernel(launch, reduce_finish_kernel<Out, P>, plan.finish_blocks, kBlock, 0, y, partials, maps.num_out,
+                  maps.count, static_cast<int>(plan.splits));
   }
 }
 
@@ -588,6 +589,7 @@ template <typename T>
 __global__ void __launch_bounds__(kTopKThreads)
     top_k_kernel(const T* __restrict__ x, T* __restrict__ values, std::int64_t* __restrict__ indices, std::int64_t rows,
                  std::int64_t inner, std::int64_t len, std::int64_t k, bool largest) {
+  wait_for_preceding_steps();
   using K = typename KeyOf<T>::type;
   __shared__ K keys[kSortCap];
   __shared__ std::int32_t idx[kSortCap];
@@ -716,10 +718,9 @@ struct TopKPlan {
 
 template <typename T>
 void run_top_k(const StepLaunch& launch, const TopKPlan& plan) {
-  top_k_kernel<T><<<plan.blocks, plan.threads, 0, launch.stream>>>(
-      static_cast<const T*>(launch.inputs.at(0).data), static_cast<T*>(launch.outputs.at(0).data),
-      static_cast<std::int64_t*>(launch.outputs.at(1).data), plan.rows, plan.inner, plan.len, plan.k, plan.largest);
-  check_launch(launch);
+  launch_kernel(launch, top_k_kernel<T>, plan.blocks, plan.threads, 0, static_cast<const T*>(launch.inputs.at(0).data),
+                static_cast<T*>(launch.outputs.at(0).data), static_cast<std::int64_t*>(launch.outputs.at(1).data),
+                plan.rows, plan.inner, plan.len, plan.k, plan.largest);
 }
 
 TopKPlan prepare_top_k(const StepLaunch& launch) {

@@ -22,11 +22,12 @@ using conv_family::all_dtype;
 using conv_family::load;
 using conv_family::store;
 using conv_family::store_from_double;
-using kernels::check_launch;
 using kernels::dispatch_float;
 using kernels::grid_for;
 using kernels::kMaxIndex32;
 using kernels::kThreads;
+using kernels::launch_kernel;
+using kernels::wait_for_preceding_steps;
 
 // ---- resize (PyTorch interpolate), as the CPU reference computes source indices and weights ----
 
@@ -74,6 +75,7 @@ __device__ __forceinline__ LinearTap<I> bilinear_source(I dst, I in, double scal
 
 template <typename T, typename I, bool kBilinear>
 __global__ void resize_kernel(const T* __restrict__ x, T* __restrict__ y, ResizeShape s) {
+  wait_for_preceding_steps();
   const I total = static_cast<I>(s.planes * s.oh * s.ow);
   const I h = static_cast<I>(s.h), w = static_cast<I>(s.w), oh = static_cast<I>(s.oh), ow = static_cast<I>(s.ow);
   for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
@@ -108,7 +110,7 @@ template <typename T, typename I, bool kBilinear>
 void launch_resize_typed(const StepLaunch& launch, const ResizePlan& plan) {
   const T* xp = static_cast<const T*>(launch.inputs.at(0).data);
   T* yp = static_cast<T*>(launch.outputs.at(0).data);
-  resize_kernel<T, I, kBilinear><<<plan.grid, kThreads, 0, launch.stream>>>(xp, yp, plan.s);
+  launch_kernel(launch, resize_kernel<T, I, kBilinear>, plan.grid, kThreads, 0, xp, yp, plan.s);
 }
 
 using ResizeLauncher = void (*)(const StepLaunch&, const ResizePlan&);
@@ -149,7 +151,6 @@ ResizePlan prepare_resize(const StepLaunch& launch) {
 void launch_resize(const StepLaunch& launch, const ResizePlan& plan) {
   if (plan.run == nullptr) return;
   plan.run(launch, plan);
-  check_launch(launch);
 }
 
 // ---- supports ----

@@ -43,8 +43,9 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels);
 
 namespace {
 
-using kernels::check_launch;
+using kernels::launch_kernel;
 using kernels::mma_16816;
+using kernels::wait_for_preceding_steps;
 
 // ---- storage types and conversions ----
 
@@ -191,6 +192,7 @@ __device__ __forceinline__ void transpose_step(C (&part)[32], int lane) {
 
 template <typename T, int kColsPerLane>
 __global__ void __launch_bounds__(kRowWarps * 32) attention_rowwise_kernel(AttentionParams p) {
+  wait_for_preceding_steps();
   using C = Compute<T>;
   const T* q = static_cast<const T*>(p.q);
   const T* k = static_cast<const T*>(p.k);
@@ -376,6 +378,7 @@ __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::
 
 template <bool kBf16, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(AttentionParams p) {
+  wait_for_preceding_steps();
   using T = std::conditional_t<kBf16, BF16, F16>;
   __shared__ __align__(128) std::uint16_t k_tile[kFlashKeys * kHeadDim];
   __shared__ __align__(128) std::uint16_t v_tile[kFlashKeys * kHeadDim];
@@ -736,11 +739,10 @@ void launch_attention(const StepLaunch& launch, const AttentionPlan& plan) {
   p.out = launch.outputs.at(0).data;
   if (plan.has_mask) p.mask = launch.inputs[3].data;
   if (plan.flash != nullptr && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.out)) {
-    plan.flash<<<plan.flash_blocks, kFlashThreads, 0, launch.stream>>>(p);
+    launch_kernel(launch, plan.flash, plan.flash_blocks, kFlashThreads, 0, p);
   } else {
-    plan.rowwise<<<plan.rowwise_blocks, kRowWarps * 32, 0, launch.stream>>>(p);
+    launch_kernel(launch, plan.rowwise, plan.rowwise_blocks, kRowWarps * 32, 0, p);
   }
-  check_launch(launch);
 }
 
 // ---- attention through cuDNN's fused SDPA ----
@@ -757,6 +759,7 @@ constexpr int kPoisonThreads = 256;
 // head.
 template <bool kBf16>
 __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel(AttentionParams p) {
+  wait_for_preceding_steps();
   __shared__ int last[128];
   __shared__ int any;
   const std::int64_t b = blockIdx.x / p.hkv;
@@ -894,9 +897,8 @@ void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& 
     AttentionParams bound = p;
     bound.v = launch.inputs.at(2).data;
     bound.out = launch.outputs.at(0).data;
-    plan.poison<<<plan.poison_grid, kPoisonThreads, 0, launch.stream>>>(bound);
+    launch_kernel(launch, plan.poison, plan.poison_grid, kPoisonThreads, 0, bound);
   }
-  check_launch(launch);
 }
 
 // ---- rotary_embedding ----
@@ -916,6 +918,7 @@ template <typename T>
 __global__ void rotary_kernel(const T* x, T* y, std::int64_t rows, std::int64_t seq, std::int64_t d,
                               std::int64_t rotary_dim, std::int64_t offset, const InverseFrequencies inv_freqs,
                               bool interleaved) {
+  wait_for_preceding_steps();
   const std::int64_t half = rotary_dim / 2;
   const std::int64_t per_position = half + (d - rotary_dim);
   const std::int64_t items = seq * per_position;
@@ -993,10 +996,9 @@ RotaryPlan prepare_rotary(const StepLaunch& launch) {
 template <typename T>
 void launch_rotary(const StepLaunch& launch, const RotaryPlan& plan) {
   if (plan.empty) return;
-  rotary_kernel<T><<<plan.grid, kRotaryThreads, 0, launch.stream>>>(
-      static_cast<const T*>(launch.inputs.at(0).data), static_cast<T*>(launch.outputs.at(0).data), plan.rows, plan.seq,
-      plan.d, plan.rotary_dim, plan.offset, plan.inv_freqs, plan.interleaved);
-  check_launch(launch);
+  launch_kernel(launch, rotary_kernel<T>, plan.grid, kRotaryThreads, 0, static_cast<const T*>(launch.inputs.at(0).data),
+                static_cast<T*>(launch.outputs.at(0).data), plan.rows, plan.seq, plan.d, plan.rotary_dim, plan.offset,
+                plan.inv_freqs, plan.interleaved);
 }
 
 // ---- supports ----

@@ -1,0 +1,65 @@
+// How a step launches its kernels: programmatic dependent launch on sm_90 (a kernel starts while the one before it in
+// the stream finishes, and waits for that kernel's results itself), and the wait every such kernel begins with.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "backends/cuda/check.hpp"
+#include "backends/cuda/cuda_step.hpp"
+#include "graph/graph.hpp"
+
+namespace tensoracle::cuda::kernels {
+
+// The first statement of every kernel that launch_kernel starts (scripts/check-step-kernels.py checks it): waits
+// until the kernel before it in the stream has finished and its memory writes are visible (griddepcontrol.wait),
+// then lets the next step's kernel start launching (griddepcontrol.launch_dependents), whose blocks take the
+// multiprocessors this kernel's blocks leave and wait there in turn. Nothing of this kernel touches global memory
+// before the wait, so reading the previous results and overwriting buffers the previous kernels read are both
+// ordered. Launched without the attribute (or before sm_90) both instructions do nothing.
+__device__ __forceinline__ void wait_for_preceding_steps() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The launch configuration of a step's kernel: with launch.programmatic (set by the execution context on sm_90
+// devices) it may start before the previous kernel in the stream has finished (cudaLaunchAttributeProgrammatic-
+// StreamSerialization; captured into CUDA graphs as a programmatic edge). `attribute` must outlive the launch.
+inline cudaLaunchConfig_t step_launch_config(const StepLaunch& launch, dim3 grid, dim3 block, std::size_t shared_bytes,
+                                             cudaLaunchAttribute& attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = launch.stream;
+  if (launch.programmatic) {
+    attribute = cudaLaunchAttribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  return config;
+}
+
+inline const std::string& layer_name(const StepLaunch& launch) {
+  static const std::string kUnnamed = "(unnamed layer)";
+  return launch.layer != nullptr ? launch.layer->name : kUnnamed;
+}
+
+// Launches one of the step's kernels (whose first statement is wait_for_preceding_steps()) on launch.stream; throws
+// CudaError naming the layer when the launch fails.
+template <typename... Params, typename... Args>
+void launch_kernel(const StepLaunch& launch, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+                   Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config = step_launch_config(launch, grid, block, shared_bytes, attribute);
+  TENSORACLE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), layer_name(launch));
+}
+
+}  // namespace tensoracle::cuda::kernels
