@@ -244,7 +244,7 @@ def main():
     p.add_argument("--image-batch", type=int, default=256, help="images of the stem_conv case")
     p.add_argument("--attention", default="",
                    help="comma-separated attention shapes BxSxH[xD][c] (c: causal), each its own case, e.g. "
-                        "1x128x12,1x512x12c; they run whatever --only says")
+                        "1x128x12,1x512x12c; with it the other cases run only where --only names them")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -253,10 +253,10 @@ def main():
     only = set(filter(None, a.only.split(",")))
     rows = a.batch * a.seq
     attention = list(attention_cases(a.attention))
-    names = {case["name"] for case in attention}
+    attention_names = {case["name"] for case in attention}
     for case in itertools.chain(attention, cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads,
                                                  a.image_batch)):
-        if only and case["name"] not in only and case["name"] not in names:
+        if case["name"] not in attention_names and (only or attention) and case["name"] not in only:
             continue
         d = out / case["name"]
         d.mkdir(exist_ok=True)

@@ -794,37 +794,27 @@ def run_model(spec, args, budget: Budget, results: Results, models_after: int) -
                 except Exception as e:  # noqa: BLE001
                     row["ours"]["graph_target_time_ms"] = {"error": f"bench --cuda-graph output: {short_error(e)}"}
             # The execution context's graph mode (one switch for an application): enqueue launches its own graph.
-            if cuda and isinstance(row.get("ours"), dict) and "target_time_ms" in row["ours"] and \
-                    budget.left() >= NEED_BENCH_S:
-                r = run_cmd([cli, "bench", engines[row["batch"]], "--shape", shape, "--warmup", warmup, "--iterations",
-                             iters, "--graph-mode"], min(args.bench_timeout_s, budget.left() - 2), log_path)
-                try:
-                    if r["error"]:
-                        row["ours"]["graph_mode"] = {"error": r["error"]}
-                    else:
-                        rep = json.loads(r["stdout"])
-                        row["ours"]["graph_mode"] = {k: rep.get(k) for k in (
-                            "latency_ms", "target_time_ms", "enqueue_ms", "graph_captures")}
-                        log(f"{spec.key} batch {row['batch']}: ours graph mode p50 {rep['target_time_ms']['p50']:.3f} ms "
-                            f"(wall {rep['latency_ms']['p50']:.3f} ms)")
-                except Exception as e:  # noqa: BLE001
-                    row["ours"]["graph_mode"] = {"error": f"bench --graph-mode output: {short_error(e)}"}
-            # Graph mode again with every kernel launched plainly (TENSORACLE_PROGRAMMATIC_LAUNCH=0): what programmatic
+            # Then again with every kernel launched plainly (TENSORACLE_PROGRAMMATIC_LAUNCH=0): what programmatic
             # dependent launch gains.
-            if cuda and get(row, "ours", "graph_mode", "target_time_ms") and budget.left() >= NEED_BENCH_S:
+            for key, what, env, keys in (
+                    ("graph_mode", "graph mode", None, ("latency_ms", "target_time_ms", "enqueue_ms", "graph_captures")),
+                    ("graph_mode_plain_launches", "graph mode, plain launches", {"TENSORACLE_PROGRAMMATIC_LAUNCH": "0"},
+                     ("latency_ms", "target_time_ms"))):
+                if not (cuda and get(row, "ours", "target_time_ms") and budget.left() >= NEED_BENCH_S):
+                    break
                 r = run_cmd([cli, "bench", engines[row["batch"]], "--shape", shape, "--warmup", warmup, "--iterations",
-                             iters, "--graph-mode"], min(args.bench_timeout_s, budget.left() - 2), log_path,
-                            env={"TENSORACLE_PROGRAMMATIC_LAUNCH": "0"})
+                             iters, "--graph-mode"], min(args.bench_timeout_s, budget.left() - 2), log_path, env=env)
                 try:
                     if r["error"]:
-                        row["ours"]["graph_mode_plain_launches"] = {"error": r["error"]}
-                    else:
-                        rep = json.loads(r["stdout"])
-                        row["ours"]["graph_mode_plain_launches"] = {"target_time_ms": rep.get("target_time_ms")}
-                        log(f"{spec.key} batch {row['batch']}: ours graph mode, plain launches p50 "
-                            f"{rep['target_time_ms']['p50']:.3f} ms")
+                        row["ours"][key] = {"error": r["error"]}
+                        break
+                    rep = json.loads(r["stdout"])
+                    row["ours"][key] = {k: rep.get(k) for k in keys}
+                    log(f"{spec.key} batch {row['batch']}: ours {what} p50 {rep['target_time_ms']['p50']:.3f} ms "
+                        f"(wall {rep['latency_ms']['p50']:.3f} ms)")
                 except Exception as e:  # noqa: BLE001
-                    row["ours"]["graph_mode_plain_launches"] = {"error": f"bench --graph-mode output: {short_error(e)}"}
+                    row["ours"][key] = {"error": f"bench --graph-mode output: {short_error(e)}"}
+                    break
             results.save()
 
     # 6. PyTorch eager per row

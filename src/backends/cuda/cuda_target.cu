@@ -147,13 +147,17 @@ class CudaEngine final : public TargetEngine {
   std::vector<void*> constants_;  // device address per tensor id (constants)
   std::vector<const KernelEntry*> entries_;
   // Generated kernels: one library per distinct binary (by offset in the kernels section), the entry points per step.
-  std::map<std::uint64_t, cudaLibrary_t> libraries_;
+  struct LoadedBinary {
+    cudaLibrary_t library = nullptr;
+    bool waits = false;  // its kernels wait for the preceding steps (it defines codegen::kWaitsMarker)
+  };
+  std::map<std::uint64_t, LoadedBinary> libraries_;
   std::vector<std::vector<const void*>> compiled_;
-  std::map<std::uint64_t, bool> waiting_libraries_;  // whether a binary's kernels wait for the preceding steps
-  std::vector<bool> compiled_waits_;                 // per step: its generated kernels wait (codegen::kWaitsMarker)
-  // Launch the steps' own kernels programmatically (StepLaunch::programmatic): an sm_90 or newer device, and
-  // TENSORACLE_PROGRAMMATIC_LAUNCH not 0.
+  // Launch the steps' own kernels programmatically: an sm_90 or newer device, and TENSORACLE_PROGRAMMATIC_LAUNCH not 0.
   bool programmatic_launch_ = false;
+  // Per step, StepLaunch::programmatic: programmatic_launch_, and for a step with generated kernels their binary's
+  // `waits`.
+  std::vector<bool> programmatic_;
   mutable std::mutex handles_mutex_;
   mutable std::future<std::unique_ptr<LibraryHandles>> first_handles_;
 
@@ -186,11 +190,11 @@ class CudaEngine final : public TargetEngine {
 
   // Loads each binary of the kernels section once (on the current device, the engine's) and finds every step's entry
   // points; cudaFuncGetAttributes loads them into the device's context now, so no enqueue (or graph capture) loads
-  // modules lazily.
+  // modules lazily. Decides each step's programmatic launch (programmatic_) on the way.
   void load_generated_kernels() {
     const graph::Graph& g = engine_.graph();
     compiled_.resize(engine_.steps.size());
-    compiled_waits_.assign(engine_.steps.size(), false);
+    programmatic_.assign(engine_.steps.size(), programmatic_launch_);
     for (std::size_t i = 0; i < engine_.steps.size(); ++i) {
       const StepPlan& step = engine_.steps[i];
       if (step.binary == nullptr) continue;
@@ -201,17 +205,17 @@ class CudaEngine final : public TargetEngine {
         cudaLibrary_t library = nullptr;
         TENSORACLE_CUDA_CHECK(cudaLibraryLoadData(&library, step.binary, nullptr, nullptr, 0, nullptr, nullptr, 0),
                               what);
-        it = libraries_.emplace(step.binary_offset, library).first;
         void* marker = nullptr;
         std::size_t marker_bytes = 0;
         const cudaError_t found = cudaLibraryGetGlobal(&marker, &marker_bytes, library, codegen::kWaitsMarker);
         if (found != cudaSuccess) cudaGetLastError();  // a binary of an older engine: its kernels launch plainly
-        waiting_libraries_[step.binary_offset] = found == cudaSuccess;
+        it = libraries_.emplace(step.binary_offset, LoadedBinary{library, found == cudaSuccess}).first;
       }
-      compiled_waits_[i] = waiting_libraries_.at(step.binary_offset);
+      programmatic_[i] = programmatic_launch_ && it->second.waits;
       for (const auto& name : step.entries) {
         cudaKernel_t kernel = nullptr;
-        TENSORACLE_CUDA_CHECK(cudaLibraryGetKernel(&kernel, it->second, name.c_str()), what + " (" + name + ")");
+        TENSORACLE_CUDA_CHECK(cudaLibraryGetKernel(&kernel, it->second.library, name.c_str()),
+                              what + " (" + name + ")");
         const void* function = reinterpret_cast<const void*>(kernel);
         cudaFuncAttributes attributes{};
         TENSORACLE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, function), what + " (" + name + ")");
@@ -227,7 +231,7 @@ class CudaEngine final : public TargetEngine {
     int previous = 0;
     cudaGetDevice(&previous);
     cudaSetDevice(device_);
-    for (const auto& [offset, library] : libraries_) cudaLibraryUnload(library);
+    for (const auto& [offset, binary] : libraries_) cudaLibraryUnload(binary.library);
     libraries_.clear();
     if (weights_ != nullptr) cudaFree(weights_);
     weights_ = nullptr;
@@ -292,7 +296,7 @@ class CudaContext final : public TargetContext {
       launch.handles = handles_.get();
       launch.precision = e.precision;
       launch.compiled = engine_.compiled_[i].empty() ? nullptr : &engine_.compiled_[i];
-      launch.programmatic = engine_.programmatic_launch_ && (launch.compiled == nullptr || engine_.compiled_waits_[i]);
+      launch.programmatic = engine_.programmatic_[i];
       auto tensor = [&](std::int32_t id, bool output, std::size_t position) {
         DeviceTensor t;
         if (id < 0) return t;
