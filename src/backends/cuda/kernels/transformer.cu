@@ -304,17 +304,32 @@ __device__ __forceinline__ bool poisons_zero_times(unsigned bits16) {
 }
 
 // ---- attention, flash (f16/bf16 tensor cores) ----
-// One block of 4 warps per (batch, head, 64-query tile); each warp owns 16 query rows. K and V tiles of 64 keys are
-// loaded with cp.async into XOR-swizzled shared memory (V's load overlaps q·kᵀ), S = q·kᵀ and O += P·V use
-// mma.sync m16n8k16 with f32 accumulation, and the softmax is online in f32 (P is rounded to q's dtype for the second
-// product, as flash attention does). Head dims are padded with zeros to kHeadDim (64 or 128). With causal masking the
-// key tiles past the tile's last query are skipped; since the reference still adds 0·v for those keys, their v
-// columns are scanned for inf/NaN, which turn the column into NaN as in the reference.
+// A block of kRowWarps x kKeyGroups warps per (batch, head, query tile of 16·kRowWarps rows); each warp owns 16 query
+// rows. The kRowWarps warps of a key group share its tiles of kKeys keys, loaded with cp.async into XOR-swizzled
+// shared memory (V's load overlaps q·kᵀ); with kKeyGroups > 1 the groups take turns through the key tiles (group g
+// takes tiles g, g + kKeyGroups, ...) and merge their softmax states at the end, so that a short query tile (batch 1)
+// still spreads its keys over four warps and the grid has four times the blocks. S = q·kᵀ and O += P·V use mma.sync
+// m16n8k16 with f32 accumulation, and the softmax is online in f32 (P is rounded to q's dtype for the second product,
+// as flash attention does). Head dims are padded with zeros to kHeadDim (64 or 128). With causal masking the key
+// tiles past the tile's last query are skipped; since the reference still adds 0·v for those keys, their v columns
+// are scanned for inf/NaN, which turn the column into NaN as in the reference.
 
-constexpr int kFlashRows = 64;  // queries per block
-constexpr int kFlashKeys = 64;  // keys per tile
-constexpr int kFlashWarps = 4;
-constexpr int kFlashThreads = kFlashWarps * 32;
+// The block shapes the entries launch: "flash" (one group of four row warps, 64-key tiles) and "split" (four key
+// groups of one row warp, 32-key tiles).
+template <int kRowWarpsArg, int kKeyGroupsArg, int kKeysArg>
+struct FlashShape {
+  static constexpr int kRowWarps = kRowWarpsArg;
+  static constexpr int kKeyGroups = kKeyGroupsArg;
+  static constexpr int kKeys = kKeysArg;
+  static constexpr int kRows = 16 * kRowWarps;  // queries per block
+  static constexpr int kGroupThreads = 32 * kRowWarps;
+  static constexpr int kThreads = kGroupThreads * kKeyGroups;
+  // Shared memory: each group's K and V tiles (the Q tile and, at the end, the groups' partial results reuse it).
+  template <int kHeadDim>
+  static constexpr int kSharedBytes = kKeyGroups * 2 * kKeys* kHeadDim * 2;
+};
+using FlashWide = FlashShape<4, 1, 64>;
+using FlashSplit = FlashShape<1, 4, 32>;
 
 __device__ __forceinline__ unsigned smem_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -360,14 +375,15 @@ __device__ __forceinline__ int swizzle(int row, int col) {
   return row * kHeadDim + ((((col >> 3) ^ row) & 7) | ((col >> 3) & ~7)) * 8 + (col & 7);
 }
 
-// Loads rows [r0, r0 + 64) x cols [0, kHeadDim) of a [rows, width] matrix whose rows are `stride` elements apart
-// into a swizzled tile (zeros outside).
-template <int kHeadDim>
+// Loads rows [r0, r0 + kTileRows) x cols [0, kHeadDim) of a [rows, width] matrix whose rows are `stride` elements
+// apart into a swizzled tile (zeros outside), by kLoaders threads of which this is `loader`.
+template <int kHeadDim, int kTileRows, int kLoaders>
 __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* src, std::int64_t r0,
-                                                std::int64_t rows, std::int64_t width, std::int64_t stride) {
+                                                std::int64_t rows, std::int64_t width, std::int64_t stride,
+                                                int loader) {
   constexpr int kChunksPerRow = kHeadDim / 8;
-  constexpr int kChunks = kFlashKeys * kChunksPerRow;
-  for (int c = static_cast<int>(threadIdx.x); c < kChunks; c += kFlashThreads) {
+  constexpr int kChunks = kTileRows * kChunksPerRow;
+  for (int c = loader; c < kChunks; c += kLoaders) {
     const int row = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 8;
     const bool valid = r0 + row < rows && col < width;
@@ -376,12 +392,27 @@ __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::
   }
 }
 
-template <bool kBf16, int kHeadDim>
-__global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(AttentionParams p) {
+// The barrier of the warps that share a key group's tiles: the block's (one group), the warp's (one row warp), else
+// a named barrier per group.
+template <typename Shape>
+__device__ __forceinline__ void group_sync(int group) {
+  if constexpr (Shape::kKeyGroups == 1) {
+    __syncthreads();
+  } else if constexpr (Shape::kRowWarps == 1) {
+    __syncwarp();
+  } else {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(group + 1), "n"(Shape::kGroupThreads) : "memory");
+  }
+}
+
+template <bool kBf16, int kHeadDim, typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(AttentionParams p) {
   wait_for_preceding_steps();
   using T = std::conditional_t<kBf16, BF16, F16>;
-  __shared__ __align__(128) std::uint16_t k_tile[kFlashKeys * kHeadDim];
-  __shared__ __align__(128) std::uint16_t v_tile[kFlashKeys * kHeadDim];
+  constexpr int kKeys = Shape::kKeys;
+  constexpr int kRows = Shape::kRows;
+  constexpr int kThreads = Shape::kThreads;
+  extern __shared__ __align__(128) std::uint16_t flash_smem[];
   __shared__ int poisoned[kHeadDim];
 
   const std::uint16_t* q = static_cast<const std::uint16_t*>(p.q);
@@ -391,17 +422,22 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
   const int lane = tid & 31;
+  const int group = warp / Shape::kRowWarps;     // key group
+  const int row_warp = warp % Shape::kRowWarps;  // 16-row slice of the query tile
+  const int group_tid = tid % Shape::kGroupThreads;
   const int g = lane >> 2;  // row within the warp's 8-row halves
   const int qd = lane & 3;  // column pair within an 8-column fragment
   constexpr int kSteps = kHeadDim / 16;
-  constexpr int kScoreTiles = kFlashKeys / 8;
+  constexpr int kScoreTiles = kKeys / 8;
   constexpr int kOutTiles = kHeadDim / 8;
   const float scale = p.scale_f;
   const float neg_inf = -infinity_c<float>();
+  std::uint16_t* k_tile = flash_smem + group * 2 * kKeys * kHeadDim;
+  std::uint16_t* v_tile = k_tile + kKeys * kHeadDim;
 
-  const std::int64_t q_tiles = (p.sq + kFlashRows - 1) / kFlashRows;
+  const std::int64_t q_tiles = (p.sq + kRows - 1) / kRows;
   const std::int64_t heads = p.batch * p.hq;
-  const std::int64_t kv_tiles = (p.skv + kFlashKeys - 1) / kFlashKeys;
+  const std::int64_t kv_tiles = (p.skv + kKeys - 1) / kKeys;
   // The longest (latest) query tiles go first.
   for (std::int64_t work = blockIdx.x; work < q_tiles * heads; work += gridDim.x) {
     const std::int64_t qt = q_tiles - 1 - work / heads;
@@ -409,25 +445,25 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
     const std::int64_t b = bh / p.hq;
     const std::int64_t h = bh % p.hq;
     const std::int64_t kh = h / p.group;
-    const std::int64_t q0 = qt * kFlashRows;
+    const std::int64_t q0 = qt * kRows;
     const std::uint16_t* qb = q + p.qs.at(b, h, 0);
     const std::uint16_t* kb = k + p.ks.at(b, kh, 0);
     const std::uint16_t* vb = v + p.vs.at(b, kh, 0);
 
     // Causal: tiles past the last query of this tile are masked for every row.
     std::int64_t tiles = kv_tiles;
-    if (p.causal) tiles = min(kv_tiles, (min(q0 + kFlashRows, p.sq) - 1) / kFlashKeys + 1);
+    if (p.causal) tiles = min(kv_tiles, (min(q0 + kRows, p.sq) - 1) / kKeys + 1);
 
-    // Q tile -> registers (through k_tile).
-    load_tile_async<kHeadDim>(k_tile, qb, q0, p.sq, p.d, p.qs.ss);
+    // Q tile -> registers (through the start of shared memory).
+    load_tile_async<kHeadDim, kRows, kThreads>(flash_smem, qb, q0, p.sq, p.d, p.qs.ss, tid);
     cp_async_commit();
-    for (int c = tid; c < kHeadDim; c += kFlashThreads) poisoned[c] = 0;
+    for (int c = tid; c < kHeadDim; c += kThreads) poisoned[c] = 0;
     cp_async_wait<0>();
     __syncthreads();
     unsigned qf[kSteps][4];
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
-      ldmatrix_x4(qf[ks], k_tile + swizzle<kHeadDim>(warp * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
+      ldmatrix_x4(qf[ks], flash_smem + swizzle<kHeadDim>(row_warp * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
     }
     __syncthreads();
 
@@ -436,20 +472,22 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
     for (int t = 0; t < kOutTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
     float m[2] = {neg_inf, neg_inf};
     float l[2] = {0.0f, 0.0f};
-    const std::int64_t row0 = q0 + warp * 16 + g;  // this thread's rows: row0 and row0 + 8
+    const std::int64_t row0 = q0 + row_warp * 16 + g;  // this thread's rows: row0 and row0 + 8
 
     // Pipeline: K(t+1) loads during the softmax and P·V of tile t, V(t+1) during q·kᵀ of tile t+1.
-    if (tiles > 0) {
-      load_tile_async<kHeadDim>(k_tile, kb, 0, p.skv, p.d, p.ks.ss);
+    if (group < tiles) {
+      load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(k_tile, kb, group * kKeys, p.skv, p.d, p.ks.ss, group_tid);
       cp_async_commit();
-      load_tile_async<kHeadDim>(v_tile, vb, 0, p.skv, p.dv, p.vs.ss);
+      load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(v_tile, vb, group * kKeys, p.skv, p.dv, p.vs.ss,
+                                                             group_tid);
       cp_async_commit();
     }
-    for (std::int64_t kt = 0; kt < tiles; ++kt) {
-      const std::int64_t k0 = kt * kFlashKeys;
-      const bool has_next = kt + 1 < tiles;
+    for (std::int64_t kt = group; kt < tiles; kt += Shape::kKeyGroups) {
+      const std::int64_t k0 = kt * kKeys;
+      const std::int64_t next0 = k0 + Shape::kKeyGroups * kKeys;
+      const bool has_next = kt + Shape::kKeyGroups < tiles;
       cp_async_wait<1>();  // K(t) has landed; V(t) may be in flight
-      __syncthreads();
+      group_sync<Shape>(group);
 
       float s[kScoreTiles][4];
 #pragma unroll
@@ -466,20 +504,20 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
           mma_16816<kBf16>(s[2 * np + 1], qf[ks], kf[2], kf[3]);
         }
       }
-      __syncthreads();  // every warp is done with K(t)
+      group_sync<Shape>(group);  // every warp of the group is done with K(t)
       if (has_next) {
-        load_tile_async<kHeadDim>(k_tile, kb, k0 + kFlashKeys, p.skv, p.d, p.ks.ss);
+        load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(k_tile, kb, next0, p.skv, p.d, p.ks.ss, group_tid);
         cp_async_commit();
       }
 
       // Scale, mask, online softmax. Key jj of the tile exists while jj < kv_valid; causal masking hides
       // jj > row - k0.
-      const int kv_valid = static_cast<int>(min(static_cast<std::int64_t>(kFlashKeys), p.skv - k0));
+      const int kv_valid = static_cast<int>(min(static_cast<std::int64_t>(kKeys), p.skv - k0));
       int causal_limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const std::int64_t lim = p.causal ? row0 + 8 * r - k0 : kFlashKeys;
-        causal_limit[r] = static_cast<int>(max(static_cast<std::int64_t>(-1), min(lim, std::int64_t{kFlashKeys})));
+        const std::int64_t lim = p.causal ? row0 + 8 * r - k0 : kKeys;
+        causal_limit[r] = static_cast<int>(max(static_cast<std::int64_t>(-1), min(lim, std::int64_t{kKeys})));
       }
       float row_max[2] = {neg_inf, neg_inf};
 #pragma unroll
@@ -510,7 +548,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
         l[r] *= alpha[r];
         row_max[r] = m_use;  // reused below as the subtrahend
       }
-      unsigned pf[kFlashKeys / 16][4];
+      unsigned pf[kKeys / 16][4];
 #pragma unroll
       for (int t = 0; t < kScoreTiles; ++t) {
 #pragma unroll
@@ -535,9 +573,9 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
       } else {
         cp_async_wait<0>();
       }
-      __syncthreads();
+      group_sync<Shape>(group);
 #pragma unroll
-      for (int ks = 0; ks < kFlashKeys / 16; ++ks) {
+      for (int ks = 0; ks < kKeys / 16; ++ks) {
 #pragma unroll
         for (int np = 0; np < kOutTiles / 2; ++np) {
           if (np * 16 >= p.dv) break;
@@ -547,19 +585,19 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
           mma_16816<kBf16>(o[2 * np + 1], pf[ks], vf[2], vf[3]);
         }
       }
-      __syncthreads();  // every warp is done with V(t)
+      group_sync<Shape>(group);  // every warp of the group is done with V(t)
       if (has_next) {
-        load_tile_async<kHeadDim>(v_tile, vb, k0 + kFlashKeys, p.skv, p.dv, p.vs.ss);
+        load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(v_tile, vb, next0, p.skv, p.dv, p.vs.ss, group_tid);
         cp_async_commit();
       }
     }
 
     // Keys skipped by causal masking: 0·v is NaN where v is inf or NaN.
-    const std::int64_t skipped_from = tiles * kFlashKeys;
+    const std::int64_t skipped_from = tiles * kKeys;
     if (skipped_from < p.skv) {
       const std::int64_t chunks_per_row = p.dv / 8;
       const std::int64_t total = (p.skv - skipped_from) * chunks_per_row;
-      for (std::int64_t c = tid; c < total; c += kFlashThreads) {
+      for (std::int64_t c = tid; c < total; c += kThreads) {
         const std::int64_t row = skipped_from + c / chunks_per_row;
         const int col = static_cast<int>(c % chunks_per_row) * 8;
         const uint4 w = *reinterpret_cast<const uint4*>(vb + row * p.vs.ss + col);
@@ -573,7 +611,63 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
     }
     __syncthreads();
 
-    // Normalize and store.
+    // Key groups 1.. hand their softmax states (o, and per row m and this thread's part of l) to group 0 through
+    // shared memory, element-major so that a warp's stores are consecutive; group 0 rescales all to the largest max.
+    if constexpr (Shape::kKeyGroups > 1) {
+      constexpr int kState = kOutTiles * 4 + 4;
+      static_assert(
+          (Shape::kKeyGroups - 1) * kState * Shape::kGroupThreads * 4 <= Shape::template kSharedBytes<kHeadDim>,
+          "the partial states fit in the tiles' shared memory");
+      float* state = reinterpret_cast<float*>(flash_smem);
+      const auto at = [&](int from, int e) { return ((from - 1) * kState + e) * Shape::kGroupThreads + group_tid; };
+      if (group > 0) {
+#pragma unroll
+        for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) state[at(group, t * 4 + e)] = o[t][e];
+        }
+        state[at(group, kOutTiles * 4 + 0)] = m[0];
+        state[at(group, kOutTiles * 4 + 1)] = m[1];
+        state[at(group, kOutTiles * 4 + 2)] = l[0];
+        state[at(group, kOutTiles * 4 + 3)] = l[1];
+      }
+      __syncthreads();
+      if (group == 0) {
+        float m_all[2] = {m[0], m[1]};
+        for (int from = 1; from < Shape::kKeyGroups; ++from) {
+          m_all[0] = fmaxf(m_all[0], state[at(from, kOutTiles * 4 + 0)]);
+          m_all[1] = fmaxf(m_all[1], state[at(from, kOutTiles * 4 + 1)]);
+        }
+        float m_use[2], own[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          m_use[r] = m_all[r] == neg_inf ? 0.0f : m_all[r];
+          own[r] = __expf(m[r] - m_use[r]);
+          l[r] *= own[r];
+          m[r] = m_all[r];
+        }
+#pragma unroll
+        for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[t][e] *= own[e >> 1];
+        }
+        for (int from = 1; from < Shape::kKeyGroups; ++from) {
+          float f[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            f[r] = __expf(state[at(from, kOutTiles * 4 + r)] - m_use[r]);
+            l[r] += state[at(from, kOutTiles * 4 + 2 + r)] * f[r];
+          }
+#pragma unroll
+          for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[t][e] += state[at(from, t * 4 + e)] * f[e >> 1];
+          }
+        }
+      }
+    }
+
+    // Normalize and store (group 0).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[r] += __shfl_xor_sync(0xFFFFFFFFU, l[r], 1);
@@ -582,7 +676,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const std::int64_t i = row0 + r * 8;
-      if (i >= p.sq) continue;
+      if (group != 0 || i >= p.sq) continue;
       T* orow = out + p.os.at(b, h, i);
 #pragma unroll
       for (int t = 0; t < kOutTiles; ++t) {
@@ -608,16 +702,32 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_kernel(Attentio
   }
 }
 
-// The flash kernel's instantiation for the head dims (padded to 64 or 128), and its grid.
-template <bool kBf16>
-AttentionKernel flash_kernel_for(const AttentionParams& p) {
-  if (std::max(p.d, p.dv) <= 64) return attention_flash_kernel<kBf16, 64>;
-  return attention_flash_kernel<kBf16, 128>;
-}
+// A flash kernel as launched: the instantiation for the head dims (padded to 64 or 128), its threads, shared memory
+// and grid.
+struct FlashLaunch {
+  AttentionKernel kernel = nullptr;  // nullptr: the row kernel runs
+  unsigned blocks = 0;
+  unsigned threads = 0;
+  unsigned shared_bytes = 0;
+};
 
-unsigned flash_blocks(const AttentionParams& p) {
-  const std::int64_t work = (p.sq + kFlashRows - 1) / kFlashRows * p.batch * p.hq;
-  return static_cast<unsigned>(std::min<std::int64_t>(work, 1 << 30));
+template <bool kBf16, typename Shape>
+FlashLaunch flash_launch_for(const AttentionParams& p, const std::string& context) {
+  FlashLaunch f;
+  const bool wide_head = std::max(p.d, p.dv) > 64;
+  f.kernel = wide_head ? attention_flash_kernel<kBf16, 128, Shape> : attention_flash_kernel<kBf16, 64, Shape>;
+  f.shared_bytes = wide_head ? Shape::template kSharedBytes<128> : Shape::template kSharedBytes<64>;
+  f.threads = Shape::kThreads;
+  const std::int64_t work = (p.sq + Shape::kRows - 1) / Shape::kRows * p.batch * p.hq;
+  f.blocks = static_cast<unsigned>(std::min<std::int64_t>(work, 1 << 30));
+  // Above the default 48 KiB of dynamic shared memory a kernel has to ask for it (once per device is enough; asking
+  // again is cheap).
+  if (f.shared_bytes > 48 * 1024) {
+    TENSORACLE_CUDA_CHECK(
+        cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(f.shared_bytes)),
+        context);
+  }
+  return f;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
@@ -702,8 +812,7 @@ struct AttentionPlan {
   AttentionParams params{};
   AttentionKernel rowwise = nullptr;
   unsigned rowwise_blocks = 0;
-  AttentionKernel flash = nullptr;  // nullptr: the row kernel runs
-  unsigned flash_blocks = 0;
+  FlashLaunch flash;  // flash.kernel nullptr: the row kernel runs
 };
 
 template <typename T>
@@ -718,13 +827,13 @@ AttentionPlan prepare_attention_rowwise(const StepLaunch& launch) {
   return plan;
 }
 
-// The flash kernel where the shapes fit it, else (and at launch, for addresses not 16-byte aligned) the row kernel.
-template <bool kBf16>
+// A flash kernel (block shape FlashWide or FlashSplit) where the shapes fit it, else (and at launch, for addresses not
+// 16-byte aligned) the row kernel.
+template <bool kBf16, typename Shape = FlashWide>
 AttentionPlan prepare_attention_flash(const StepLaunch& launch) {
   AttentionPlan plan = prepare_attention_rowwise<std::conditional_t<kBf16, BF16, F16>>(launch);
   if (!plan.empty && flash_shapes_fit(plan.params)) {
-    plan.flash = flash_kernel_for<kBf16>(plan.params);
-    plan.flash_blocks = flash_blocks(plan.params);
+    plan.flash = flash_launch_for<kBf16, Shape>(plan.params, kernels::layer_name(launch));
   }
   return plan;
 }
@@ -738,8 +847,8 @@ void launch_attention(const StepLaunch& launch, const AttentionPlan& plan) {
   p.v = launch.inputs.at(2).data;
   p.out = launch.outputs.at(0).data;
   if (plan.has_mask) p.mask = launch.inputs[3].data;
-  if (plan.flash != nullptr && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.out)) {
-    launch_kernel(launch, plan.flash, plan.flash_blocks, kFlashThreads, 0, p);
+  if (plan.flash.kernel != nullptr && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.out)) {
+    launch_kernel(launch, plan.flash.kernel, plan.flash.blocks, plan.flash.threads, plan.flash.shared_bytes, p);
   } else {
     launch_kernel(launch, plan.rowwise, plan.rowwise_blocks, kRowWarps * 32, 0, p);
   }
@@ -753,10 +862,13 @@ void launch_attention(const StepLaunch& launch, const AttentionPlan& plan) {
 constexpr std::size_t kCudnnAttentionWorkspace = std::size_t{8} << 20;
 constexpr int kPoisonThreads = 256;
 
-// One block per (batch, kv head). The threads read v in 16-byte chunks (8 columns of one key row; the flash
-// conditions make rows 16-byte aligned and dv <= 128 a multiple of 8) and keep, per column, the last key row whose
-// value is not finite; the query rows before it then get NaN in that column, in every query head that reads this kv
-// head.
+// One block per (batch, kv head, chunk of kPoisonKeys keys), so that batch 1 still spreads the scan over the GPU. The
+// threads read v in 16-byte chunks (8 columns of one key row; the flash conditions make rows 16-byte aligned and
+// dv <= 128 a multiple of 8) and keep, per column, the chunk's last key row whose value is not finite; the query rows
+// before it then get NaN in that column, in every query head that reads this kv head. Blocks whose chunks both poison
+// a column write the same NaN to the rows they share, so their order does not matter.
+constexpr int kPoisonKeys = 64;
+
 template <bool kBf16>
 __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel(AttentionParams p) {
   wait_for_preceding_steps();
@@ -764,15 +876,16 @@ __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel
   __shared__ int any;
   const std::int64_t b = blockIdx.x / p.hkv;
   const std::int64_t kh = blockIdx.x % p.hkv;
+  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kPoisonKeys;
   const int dv = static_cast<int>(p.dv);
   for (int c = static_cast<int>(threadIdx.x); c < dv; c += kPoisonThreads) last[c] = 0;
   if (threadIdx.x == 0) any = 0;
   __syncthreads();
   const std::uint16_t* v = static_cast<const std::uint16_t*>(p.v) + p.vs.at(b, kh, 0);
   const int chunks = dv / 8;
-  const std::int64_t total = p.skv * chunks;
+  const std::int64_t total = min(static_cast<std::int64_t>(kPoisonKeys), p.skv - j0) * chunks;
   for (std::int64_t t = threadIdx.x; t < total; t += kPoisonThreads) {
-    const std::int64_t j = t / chunks;
+    const std::int64_t j = j0 + t / chunks;
     const int c0 = static_cast<int>(t % chunks) * 8;
     const uint4 w = *reinterpret_cast<const uint4*>(v + j * p.vs.ss + c0);
     const unsigned words[4] = {w.x, w.y, w.z, w.w};
@@ -789,7 +902,7 @@ __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel
   if (any == 0) return;
   const std::uint16_t nan_bits = kBf16 ? 0xFFC0U : 0xFE00U;
   std::uint16_t* out = static_cast<std::uint16_t*>(p.out);
-  const std::int64_t cells = p.sq * dv;
+  const std::int64_t cells = min(p.sq, j0 + kPoisonKeys) * dv;  // rows at or past the chunk's end are not before j
   for (std::int64_t t = threadIdx.x; t < cells; t += kPoisonThreads) {
     const std::int64_t i = t / dv;
     const int c = static_cast<int>(t % dv);
@@ -846,7 +959,11 @@ CudnnAttentionPlan prepare_attention_cudnn(const StepLaunch& launch) {
   plan.ours = prepare_attention_flash<kBf16>(launch);
   const AttentionParams& p = plan.ours.params;
   // cuDNN's kernels want the flash kernel's conditions too (head dims multiples of 8 up to 128, 16-byte rows).
-  if (plan.ours.empty || plan.ours.has_mask || plan.ours.flash == nullptr || p.skv == 0) return plan;
+  // (The poisoning kernel's grid takes at most 65535 chunks of keys: 4 Mi keys.)
+  if (plan.ours.empty || plan.ours.has_mask || plan.ours.flash.kernel == nullptr || p.skv == 0 ||
+      (p.skv + kPoisonKeys - 1) / kPoisonKeys > 65535) {
+    return plan;
+  }
   AttentionGraphProblem g;
   g.b = p.batch;
   g.hq = p.hq;
@@ -871,7 +988,8 @@ CudnnAttentionPlan prepare_attention_cudnn(const StepLaunch& launch) {
   plan.graph = shared_attention_plan(plan.handle, g, launch.workspace != nullptr ? launch.workspace_bytes : 0);
   if (plan.graph != nullptr && p.causal) {
     plan.poison = attention_causal_poison_kernel<kBf16>;
-    plan.poison_grid = dim3(static_cast<unsigned>(p.batch * p.hkv));
+    plan.poison_grid =
+        dim3(static_cast<unsigned>(p.batch * p.hkv), static_cast<unsigned>((p.skv + kPoisonKeys - 1) / kPoisonKeys));
   }
   return plan;
 }
@@ -1054,6 +1172,11 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
                                                                         supports_attention<DataType::kF16>, 0),
       prepared_kernel<prepare_attention_flash<true>, launch_attention>("attention_bf16_f32acc_flash", "attention",
                                                                        supports_attention<DataType::kBF16>, 0),
+      // the flash kernel with each query tile's keys split between four warps (16 query rows a block: batch 1)
+      prepared_kernel<prepare_attention_flash<false, FlashSplit>, launch_attention>(
+          "attention_f16_f32acc_flash_split", "attention", supports_attention<DataType::kF16>, 0),
+      prepared_kernel<prepare_attention_flash<true, FlashSplit>, launch_attention>(
+          "attention_bf16_f32acc_flash_split", "attention", supports_attention<DataType::kBF16>, 0),
       prepared_kernel<prepare_attention_rowwise<F16>, launch_attention>("attention_f16_f32acc_rowwise", "attention",
                                                                         supports_attention<DataType::kF16>, 0),
       prepared_kernel<prepare_attention_rowwise<BF16>, launch_attention>("attention_bf16_f32acc_rowwise", "attention",
