@@ -17,6 +17,7 @@
 #include "builder/passes/passes.hpp"
 #include "builder/weight_pool.hpp"
 #include "graph/graph.hpp"
+#include "graph/quantize_to.hpp"
 #include "tensoracle/float_convert.hpp"
 #include "tensoracle/reference_executor.hpp"
 
@@ -181,16 +182,22 @@ TEST(QuantizedProducts, LoweringToF16KeepsTheOutputScalesOfLayersThatQuantizeThe
   const auto norm =
       net.add_layer("layer_norm", {x, g, b, norm_scale}, {{"quantize_to", std::string("f8e4m3")}}, "norm");
   net.mark_output(norm[1], "normalized");
+  Tensor rms_scale = f32_constant(net, "rms_scale", Dims{}, 0.01f, 0.02f);
+  const auto rms = net.add_layer("rms_norm", {x, g, rms_scale}, {{"quantize_to", std::string("i8")}}, "rms");
+  net.mark_output(rms[1], "rms_normalized");
+  Tensor cells_scale = f32_constant(net, "cells_scale", Dims{}, 0.01f, 0.02f);
+  Attributes cells_attrs{{"block_size", std::int64_t{2}}, {"quantize_to", std::string("i8")}};
+  net.mark_output(net.add_layer("space_to_depth", {x, cells_scale}, cells_attrs, "cells")[0], "cells");
   Network lowered = builder::lower_precision(net, DataType::kF16, pool, plugin::Device::kHost);
   const graph::Graph& lg = graph::graph_of(lowered);
-  for (const auto& layer : lg.layers) {
-    if (layer.op == "max_pool2d") {
-      EXPECT_EQ(lg.tensor(layer.inputs[1]).dtype, DataType::kF32);
-    }
-    if (layer.op == "layer_norm") {
-      EXPECT_EQ(lg.tensor(layer.inputs[3]).dtype, DataType::kF32);
+  int checked = 0;
+  for (const auto& layer : lg.layers) {  // each output scale read as it was, in f32
+    if (const std::optional<std::size_t> i = graph::quantize_to_scale_input(layer.op)) {
+      EXPECT_EQ(lg.tensor(layer.inputs[*i]).dtype, DataType::kF32) << layer.op;
+      ++checked;
     }
   }
+  EXPECT_EQ(checked, 4);
   std::map<std::string, HostTensor> in{{"x", random_input({2, 8, 6, 6}, 6)}};
   const auto want = run_reference(net, in).at("pooled"), got = run_reference(lowered, in).at("pooled");
   ASSERT_EQ(got.dtype, DataType::kI8);

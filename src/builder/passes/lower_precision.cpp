@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/kernels/numeric.hpp"
@@ -12,6 +13,7 @@
 #include "core/bytes.hpp"
 #include "graph/graph.hpp"
 #include "graph/plugin_layer.hpp"
+#include "graph/quantize_to.hpp"
 
 namespace tensoracle::builder {
 
@@ -51,12 +53,10 @@ void lower_plugin_layer(GraphRewriter& rewriter, const graph::Layer& layer, Data
 // Whether input `i` of an `op` layer is a quantization scale.
 bool is_scale_input(const std::string& op, std::size_t i) {
   if (op == "quantize" || op == "dequantize") return i == 1;
-  if (op == "quantized_linear") return i == 2 || i == 5;          // the product's scale, the output's
-  if (op == "quantized_conv") return i == 2 || i == 5 || i == 6;  // the product's, the output's, the residual's
-  if (op == "layer_norm") return i == 3;                          // `quantize_to`'s output scale
-  if (op == "rms_norm") return i == 2;                            // `quantize_to`'s output scale
-  if (op == "max_pool2d") return i == 1;                          // `quantize_to`'s output scale
-  return false;
+  if ((op == "quantized_linear" || op == "quantized_conv") && i == 2) return true;     // the product's scale
+  if (op == "quantized_conv" && i == 6) return true;                                   // the residual's
+  const std::optional<std::size_t> output_scale = graph::quantize_to_scale_input(op);  // `quantize_to`'s
+  return output_scale && i == *output_scale;
 }
 
 // Per tensor: whether every reader reads it as a quantization scale (which must stay f32).

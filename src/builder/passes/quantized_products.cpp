@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "builder/passes/tensor_uses.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
+#include "graph/quantize_to.hpp"
 
 namespace tensoracle::builder {
 
@@ -261,10 +263,9 @@ Network fuse_quantized_outputs(const Network& network) {
     // The scale goes after the layer's optional inputs: the quantized products' bias and residual, a norm's weight (and
     // layer_norm's bias).
     const bool norm = layer.op == "layer_norm" || layer.op == "rms_norm";
-    const std::size_t scale_input = layer.op == "layer_norm"   ? 3
-                                    : layer.op == "rms_norm"   ? 2
-                                    : layer.op == "max_pool2d" ? 1
-                                                               : 5;
+    const std::optional<std::size_t> scale = graph::quantize_to_scale_input(layer.op);
+    if (!scale) throw std::logic_error("fuse_quantized_outputs: " + layer.op + " takes no output scale");
+    const std::size_t scale_input = *scale;
     std::vector<Tensor> inputs;
     for (std::size_t i = 0; i < scale_input; ++i) {
       inputs.push_back(i < layer.inputs.size() ? rewriter.get(layer.inputs[i]) : Tensor{});

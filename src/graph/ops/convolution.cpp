@@ -210,7 +210,7 @@ std::vector<OutputType> infer_quantized_conv(InferContext& ctx) {
   ctx.require_equal(scale.shape[0], weight.shape[0],
                     fmt::format("scale '{}' has shape {} but weight '{}' has {} output channels", scale.name,
                                 ctx.shape_string(scale.shape), weight.name, ctx.dim_string(weight.shape[0])));
-  if (const std::optional<DataType> quantized = quantized_output_type(ctx, 5)) out[0].dtype = *quantized;
+  if (const std::optional<DataType> quantized = quantized_output_type(ctx)) out[0].dtype = *quantized;
   return out;
 }
 
@@ -341,7 +341,7 @@ std::vector<OutputType> infer_pool2d(InferContext& ctx) {
                                     : infer_pool2d_nchw(ctx, x);
   if (channels_last(ctx)) out[0].shape = to_channels_last(out[0].shape);
   // With `quantize_to` and output_scale (input 1): the maximum quantized (builder::fuse_quantized_outputs).
-  if (const std::optional<DataType> quantized = quantized_output_type(ctx, 1)) out[0].dtype = *quantized;
+  if (const std::optional<DataType> quantized = quantized_output_type(ctx)) out[0].dtype = *quantized;
   return out;
 }
 

@@ -418,7 +418,7 @@ std::vector<OutputType> infer_pad(InferContext& ctx) {
 // quantize rounds them (a quantized stem's input: builder::to_channels_last).
 std::vector<OutputType> infer_space_to_depth(InferContext& ctx) {
   const TensorType& x = ctx.input(0, "x");
-  std::optional<DataType> quantized = quantized_output_type(ctx, 1);
+  std::optional<DataType> quantized = quantized_output_type(ctx);
   if (quantized && std::find(kFloatTypes.begin(), kFloatTypes.end(), x.dtype) == kFloatTypes.end()) {
     ctx.fail(fmt::format("x '{}' has dtype {}; 'quantize_to' needs a float x (f32, f16, bf16 or f64)", x.name,
                          to_string(x.dtype)));

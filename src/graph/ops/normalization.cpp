@@ -71,7 +71,7 @@ std::vector<OutputType> infer_layer_norm(InferContext& ctx) {
   auto shape = normalized_shape(ctx, x);
   check_parameter(ctx, 1, "weight", x, shape, "the normalized dims");
   check_parameter(ctx, 2, "bias", x, shape, "the normalized dims");
-  const std::optional<DataType> quantized = quantized_output_type(ctx, 3);
+  const std::optional<DataType> quantized = quantized_output_type(ctx);
   if (!quantized) return {OutputType{x.dtype, x.shape}};
   return {OutputType{x.dtype, x.shape}, OutputType{*quantized, x.shape}};
 }
@@ -82,7 +82,7 @@ std::vector<OutputType> infer_rms_norm(InferContext& ctx) {
   read_epsilon(ctx, 1e-6);
   auto shape = normalized_shape(ctx, x);
   check_parameter(ctx, 1, "weight", x, shape, "the normalized dims");
-  const std::optional<DataType> quantized = quantized_output_type(ctx, 2);
+  const std::optional<DataType> quantized = quantized_output_type(ctx);
   if (!quantized) return {OutputType{x.dtype, x.shape}};
   return {OutputType{x.dtype, x.shape}, OutputType{*quantized, x.shape}};
 }

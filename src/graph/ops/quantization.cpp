@@ -98,7 +98,7 @@ std::vector<OutputType> infer_quantized_linear(InferContext& ctx) {
   }
   if (ctx.has_input(4)) ctx.require_dtype(ctx.input(4, "residual"), {to}, "residual");
   check_linear_epilogue(ctx, 4, shape);
-  const std::optional<DataType> quantized = quantized_output_type(ctx, 5);
+  const std::optional<DataType> quantized = quantized_output_type(ctx);
   if (!quantized) return {OutputType{to, std::move(shape)}};
   return {OutputType{*quantized, std::move(shape)}};
 }
