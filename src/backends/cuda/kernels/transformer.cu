@@ -392,16 +392,15 @@ __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::
   }
 }
 
-// The barrier of the warps that share a key group's tiles: the block's (one group), the warp's (one row warp), else
-// a named barrier per group.
+// The barrier of the warps that share a key group's tiles: the block's (one group) or the warp's (one row warp). A
+// shape with several groups of several warps would need a named barrier per group; none is launched.
 template <typename Shape>
-__device__ __forceinline__ void group_sync(int group) {
+__device__ __forceinline__ void group_sync() {
+  static_assert(Shape::kKeyGroups == 1 || Shape::kRowWarps == 1, "one key group, or key groups of one warp");
   if constexpr (Shape::kKeyGroups == 1) {
     __syncthreads();
-  } else if constexpr (Shape::kRowWarps == 1) {
-    __syncwarp();
   } else {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(group + 1), "n"(Shape::kGroupThreads) : "memory");
+    __syncwarp();
   }
 }
 
@@ -487,7 +486,7 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
       const std::int64_t next0 = k0 + Shape::kKeyGroups * kKeys;
       const bool has_next = kt + Shape::kKeyGroups < tiles;
       cp_async_wait<1>();  // K(t) has landed; V(t) may be in flight
-      group_sync<Shape>(group);
+      group_sync<Shape>();
 
       float s[kScoreTiles][4];
 #pragma unroll
@@ -504,7 +503,7 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
           mma_16816<kBf16>(s[2 * np + 1], qf[ks], kf[2], kf[3]);
         }
       }
-      group_sync<Shape>(group);  // every warp of the group is done with K(t)
+      group_sync<Shape>();  // every warp of the group is done with K(t)
       if (has_next) {
         load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(k_tile, kb, next0, p.skv, p.d, p.ks.ss, group_tid);
         cp_async_commit();
@@ -573,7 +572,7 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
       } else {
         cp_async_wait<0>();
       }
-      group_sync<Shape>(group);
+      group_sync<Shape>();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
 #pragma unroll
@@ -585,7 +584,7 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
           mma_16816<kBf16>(o[2 * np + 1], pf[ks], vf[2], vf[3]);
         }
       }
-      group_sync<Shape>(group);  // every warp of the group is done with V(t)
+      group_sync<Shape>();  // every warp of the group is done with V(t)
       if (has_next) {
         load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(v_tile, vb, next0, p.skv, p.dv, p.vs.ss, group_tid);
         cp_async_commit();
