@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <random>
@@ -15,31 +14,21 @@
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
+#include "gpu_test.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
-#include "tensoracle/float_convert.hpp"
 #include "tensoracle/network.hpp"
-#include "tensoracle/system_info.hpp"
 
 namespace tensoracle::cuda {
 namespace {
 
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-float to_float(std::uint16_t bits, DataType dtype) {
-  return dtype == DataType::kF16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
-}
-std::uint16_t from_float(float v, DataType dtype) {
-  return dtype == DataType::kF16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
-}
-
-struct DeviceBuffer {
-  void* base = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { cudaMalloc(&base, bytes + 16); }
-  ~DeviceBuffer() { cudaFree(base); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+using gpu_test::device_tensor;
+using gpu_test::DeviceBuffer;
+using gpu_test::EntryLaunch;
+using gpu_test::float_to_half;
+using gpu_test::half_to_float;
+using gpu_test::random_halves;
+using gpu_test::run_entry;
 
 // One attention problem. packed: one [B, S, (hq + 2 hkv)·D] input (sq = skv = S), output [B, S, hq, D]; else bhsd
 // q [B, hq, sq, D], k and v [B, hkv, skv, D], output [B, hq, sq, D].
@@ -84,7 +73,7 @@ std::vector<double> reference(const Case& c, const std::vector<std::uint16_t>& q
   const std::vector<std::uint16_t>& k = c.packed ? qkv : kk;
   const std::vector<std::uint16_t>& v = c.packed ? qkv : vv;
   const auto val = [&](const std::vector<std::uint16_t>& t, std::int64_t i) {
-    return static_cast<double>(to_float(t[static_cast<std::size_t>(i)], dtype));
+    return static_cast<double>(half_to_float(t[static_cast<std::size_t>(i)], dtype));
   };
   std::vector<double> y(static_cast<std::size_t>(c.b * c.hq * c.sq * c.d));
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
@@ -144,8 +133,8 @@ class AttentionNet {
   Network net_;
 };
 
-// Prepares `kernel` for the case (false: the entry does not take it) and launches it, plainly or captured in a graph
-// replayed twice, each time after poisoning the output; returns the output.
+// Runs `kernel` on the case (false: the entry does not take it), plainly or captured in a graph replayed twice, each
+// time after poisoning the output; returns the output and the reference.
 bool run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool capture, std::vector<std::uint16_t>& y,
                 std::vector<double>& want) {
   const KernelEntry* entry = find_kernel_entry(kernel);
@@ -155,22 +144,18 @@ bool run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool c
   if (!entry->supports(net.graph(), net.layer(), Precision::kFp16)) return false;
 
   std::mt19937 rng(static_cast<unsigned>(c.b * 131 + c.sq * 7 + c.skv + c.d));
-  std::uniform_real_distribution<float> dist(-2.0F, 2.0F);
-  const auto random = [&](std::int64_t n) {
-    std::vector<std::uint16_t> t(static_cast<std::size_t>(n));
-    for (auto& x : t) x = from_float(dist(rng), dtype);
-    return t;
-  };
   const Layout at{c};
   std::vector<std::uint16_t> q, k, v;
   if (c.packed) {
-    q = random(c.b * c.sq * at.width());
+    q = random_halves(static_cast<std::size_t>(c.b * c.sq * at.width()), dtype, 2.0F, rng);
   } else {
-    q = random(c.b * c.hq * c.sq * c.d);
-    k = random(c.b * c.hkv * c.skv * c.d);
-    v = random(c.b * c.hkv * c.skv * c.d);
+    q = random_halves(static_cast<std::size_t>(c.b * c.hq * c.sq * c.d), dtype, 2.0F, rng);
+    k = random_halves(static_cast<std::size_t>(c.b * c.hkv * c.skv * c.d), dtype, 2.0F, rng);
+    v = random_halves(static_cast<std::size_t>(c.b * c.hkv * c.skv * c.d), dtype, 2.0F, rng);
   }
-  if (c.inf_in_v) (c.packed ? q : v)[static_cast<std::size_t>(at.v(0, 0, c.skv / 2) + 1)] = from_float(INFINITY, dtype);
+  if (c.inf_in_v) {
+    (c.packed ? q : v)[static_cast<std::size_t>(at.v(0, 0, c.skv / 2) + 1)] = float_to_half(INFINITY, dtype);
+  }
   std::vector<std::uint8_t> mask(static_cast<std::size_t>(c.b * c.skv));
   for (std::int64_t b = 0; b < c.b; ++b) {
     for (std::int64_t j = 0; j < c.skv; ++j) mask[static_cast<std::size_t>(b * c.skv + j)] = at.attends(b, c.skv, j);
@@ -181,72 +166,30 @@ bool run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool c
   if (references.count(key) == 0) references[key] = reference(c, q, k, v, dtype);
   want = references[key];
 
-  DeviceBuffer dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dmask(mask.size()), dy(want.size() * 2);
-  EXPECT_EQ(cudaMemcpy(dq.base, q.data(), q.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dk.base, k.data(), k.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dv.base, v.data(), v.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dmask.base, mask.data(), mask.size(), cudaMemcpyHostToDevice), cudaSuccess);
-
-  const graph::Layer& layer = net.layer();
-  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
-  StepLaunch launch;
-  launch.layer = &layer;
-  launch.attrs = &attrs;
-  launch.precision = Precision::kFp16;
-  const auto tensor = [&](void* data, Dims shape, DataType t = DataType::kF16) {
-    DeviceTensor d;
-    d.dtype = t == DataType::kBool ? t : dtype;
-    d.shape = std::move(shape);
-    d.data = data;
-    return d;
-  };
+  const DeviceBuffer dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dmask(mask.size()), dy(want.size() * 2);
+  dq.upload(q);
+  dk.upload(k);
+  dv.upload(v);
+  dmask.upload(mask);
+  std::vector<DeviceTensor> inputs, outputs;
   if (c.packed) {
-    const DeviceTensor qkv = tensor(dq.base, {c.b, c.sq, at.width()});
-    launch.inputs = {qkv, qkv, qkv};
-    launch.outputs = {tensor(dy.base, {c.b, c.sq, c.hq, c.d})};
+    const DeviceTensor qkv = device_tensor(dtype, {c.b, c.sq, at.width()}, dq.base());
+    inputs = {qkv, qkv, qkv};
+    outputs = {device_tensor(dtype, {c.b, c.sq, c.hq, c.d}, dy.base())};
   } else {
-    launch.inputs = {tensor(dq.base, {c.b, c.hq, c.sq, c.d}), tensor(dk.base, {c.b, c.hkv, c.skv, c.d}),
-                     tensor(dv.base, {c.b, c.hkv, c.skv, c.d})};
-    launch.outputs = {tensor(dy.base, {c.b, c.hq, c.sq, c.d})};
+    inputs = {device_tensor(dtype, {c.b, c.hq, c.sq, c.d}, dq.base()),
+              device_tensor(dtype, {c.b, c.hkv, c.skv, c.d}, dk.base()),
+              device_tensor(dtype, {c.b, c.hkv, c.skv, c.d}, dv.base())};
+    outputs = {device_tensor(dtype, {c.b, c.hq, c.sq, c.d}, dy.base())};
   }
-  if (c.padding_mask) launch.inputs.push_back(tensor(dmask.base, {c.b, 1, 1, c.skv}, DataType::kBool));
-  DeviceBuffer workspace(entry->workspace_bytes);
-  launch.workspace = entry->workspace_bytes != 0 ? workspace.base : nullptr;
-  launch.workspace_bytes = entry->workspace_bytes;
-  LibraryHandles handles;
-  launch.handles = &handles;
-  std::unique_ptr<StepState> state;
-  try {
-    state = entry->prepare(launch);
-  } catch (const Error& e) {
-    ADD_FAILURE() << kernel << " did not prepare: " << e.what();
-    return false;
-  }
-  cudaStream_t stream = nullptr;
-  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  launch.stream = stream;
-  const std::size_t out_bytes = want.size() * 2;
-  EXPECT_EQ(cudaMemsetAsync(dy.base, 0x55, out_bytes, stream), cudaSuccess);
-  if (capture) {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    entry->launch(launch, *state);
-    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int i = 0; i < 2; ++i) {
-      EXPECT_EQ(cudaMemsetAsync(dy.base, 0x55, out_bytes, stream), cudaSuccess);
-      EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-  } else {
-    entry->launch(launch, *state);
-  }
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaStreamDestroy(stream);
-  y.resize(want.size());
-  EXPECT_EQ(cudaMemcpy(y.data(), dy.base, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  if (c.padding_mask) inputs.push_back(device_tensor(DataType::kBool, {c.b, 1, 1, c.skv}, dmask.base()));
+  EntryLaunch how;
+  how.capture = capture;
+  how.before_each = [&](cudaStream_t stream) {
+    EXPECT_EQ(cudaMemsetAsync(dy.base(), 0x55, dy.bytes(), stream), cudaSuccess);
+  };
+  if (!run_entry(kernel, net.graph(), net.layer(), inputs, outputs, how)) return false;
+  y = dy.download<std::uint16_t>(want.size());
   return true;
 }
 
@@ -261,11 +204,7 @@ const std::vector<Case> kCases = {
 };
 
 TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
-  if (system_info().cuda_devices.empty()) {
-    const char* required = std::getenv("TENSORACLE_REQUIRE_GPU");
-    if (required != nullptr && std::string(required) == "1") FAIL() << "TENSORACLE_REQUIRE_GPU=1 but no GPU";
-    GTEST_SKIP() << "no CUDA GPU on this machine";
-  }
+  TENSORACLE_SKIP_WITHOUT_GPU();
   for (DataType dtype : {DataType::kF16, DataType::kBF16}) {
     const std::string t = dtype == DataType::kF16 ? "f16" : "bf16";
     const double limit = dtype == DataType::kF16 ? 2e-3 : 1.5e-2;
@@ -282,7 +221,7 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
           double num = 0, den = 0;
           std::size_t nan_mismatches = 0, nans = 0;
           for (std::size_t i = 0; i < want.size(); ++i) {
-            const double got = to_float(y[i], dtype);
+            const double got = half_to_float(y[i], dtype);
             if (!std::isfinite(want[i]) || !std::isfinite(got)) {  // NaN where the reference has NaN, inf as inf
               nans += std::isnan(want[i]) ? 1 : 0;
               nan_mismatches += std::isnan(want[i]) ? (std::isnan(got) ? 0 : 1) : (got == want[i] ? 0 : 1);

@@ -7,47 +7,37 @@
 
 #include <cmath>
 #include <cstdint>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
+#include "gpu_test.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
-#include "tensoracle/float_convert.hpp"
 #include "tensoracle/network.hpp"
-#include "tensoracle/system_info.hpp"
 
 namespace tensoracle::cuda {
 namespace {
 
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+using gpu_test::device_tensor;
+using gpu_test::DeviceBuffer;
+using gpu_test::half_to_float;
+using gpu_test::random_halves;
 
 struct Problem {
   std::int64_t n, h, w, c, o, k;  // stride 1, padding k/2
 };
-
-double half_value(std::uint16_t bits, DataType dtype) {
-  return dtype == DataType::kF16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
-}
-
-std::vector<std::uint16_t> random_halves(std::size_t count, DataType dtype, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
-  std::vector<std::uint16_t> v(count);
-  for (auto& x : v) x = dtype == DataType::kF16 ? f32_to_f16_bits(dist(rng)) : f32_to_bf16_bits(dist(rng));
-  return v;
-}
 
 // relu(conv(x, w) + b + r), channels last, by one registry entry: its relative L2 error against double math
 // (infinity when the entry did not prepare or wrote a non-finite value).
 double conv_error(const std::string& kernel, DataType dtype, const Problem& p) {
   const std::int64_t pad = p.k / 2;
   std::mt19937 rng(7);
-  const auto x = random_halves(static_cast<std::size_t>(p.n * p.h * p.w * p.c), dtype, rng);
-  const auto w = random_halves(static_cast<std::size_t>(p.o * p.k * p.k * p.c), dtype, rng);
-  const auto b = random_halves(static_cast<std::size_t>(p.o), dtype, rng);
-  const auto r = random_halves(static_cast<std::size_t>(p.n * p.h * p.w * p.o), dtype, rng);
+  const auto x = random_halves(static_cast<std::size_t>(p.n * p.h * p.w * p.c), dtype, 1.0F, rng);
+  const auto w = random_halves(static_cast<std::size_t>(p.o * p.k * p.k * p.c), dtype, 1.0F, rng);
+  const auto b = random_halves(static_cast<std::size_t>(p.o), dtype, 1.0F, rng);
+  const auto r = random_halves(static_cast<std::size_t>(p.n * p.h * p.w * p.o), dtype, 1.0F, rng);
   Network net;
   Tensor tx = net.add_input("x", dtype, {p.n, p.h, p.w, p.c});
   Tensor tw = net.add_constant_copy(dtype, {p.o, p.k, p.k, p.c}, w.data(), "w");
@@ -60,85 +50,42 @@ double conv_error(const std::string& kernel, DataType dtype, const Problem& p) {
                            "conv")[0];
   net.mark_output(y, "y");
 
-  const KernelEntry* entry = find_kernel_entry(kernel);
-  if (entry == nullptr) ADD_FAILURE() << "no kernel " << kernel;
   const graph::Graph& g = graph::graph_of(net);
-  const graph::Layer& layer = g.layers.back();
-  if (entry == nullptr || !entry->supports(g, layer, Precision::kFp16)) {
-    ADD_FAILURE() << kernel << " does not take the layer";
+  const std::size_t out_count = r.size();
+  const DeviceBuffer dx(x.size() * 2), dw(w.size() * 2), db(b.size() * 2), dr(r.size() * 2), dy(out_count * 2);
+  dx.upload(x);
+  dw.upload(w);
+  db.upload(b);
+  dr.upload(r);
+  dy.fill(0xFF);  // poisoned: NaN where nothing is written
+  if (!gpu_test::run_entry(
+          kernel, g, g.layers.back(),
+          {device_tensor(dtype, {p.n, p.h, p.w, p.c}, dx.base()), device_tensor(dtype, {p.o, p.k, p.k, p.c}, dw.base()),
+           device_tensor(dtype, {p.o}, db.base()), device_tensor(dtype, {p.n, p.h, p.w, p.o}, dr.base())},
+          {device_tensor(dtype, {p.n, p.h, p.w, p.o}, dy.base())})) {
     return INFINITY;
   }
-  const std::size_t out_count = r.size();
-  void *dx = nullptr, *dw = nullptr, *db = nullptr, *dr = nullptr, *dy = nullptr, *scratch = nullptr;
-  const std::size_t scratch_bytes = entry->workspace_bytes;
-  EXPECT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&dw, w.size() * 2), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&db, b.size() * 2), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&dr, r.size() * 2), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&dy, out_count * 2), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&scratch, scratch_bytes), cudaSuccess);
-  cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dw, w.data(), w.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dr, r.data(), r.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemset(dy, 0xFF, out_count * 2);  // poisoned: NaN where nothing is written
-
-  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
-  StepLaunch launch;
-  launch.layer = &layer;
-  launch.attrs = &attrs;
-  launch.precision = Precision::kFp16;
-  const auto device_tensor = [&](Dims shape, void* data) {
-    DeviceTensor t;
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    t.data = data;
-    return t;
-  };
-  launch.inputs = {device_tensor({p.n, p.h, p.w, p.c}, dx), device_tensor({p.o, p.k, p.k, p.c}, dw),
-                   device_tensor({p.o}, db), device_tensor({p.n, p.h, p.w, p.o}, dr)};
-  launch.outputs = {device_tensor({p.n, p.h, p.w, p.o}, dy)};
-  launch.workspace = scratch;
-  launch.workspace_bytes = scratch_bytes;
-  LibraryHandles handles;
-  launch.handles = &handles;
-  std::vector<std::uint16_t> got(out_count);
-  bool ran = false;
-  try {
-    const std::unique_ptr<StepState> state = entry->prepare(launch);
-    cudaStream_t stream = nullptr;
-    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    launch.stream = stream;
-    entry->launch(launch, *state);
-    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    cudaStreamDestroy(stream);
-    ran = true;
-  } catch (const Error& e) {
-    ADD_FAILURE() << kernel << ": " << e.what();
-  }
-  EXPECT_EQ(cudaMemcpy(got.data(), dy, out_count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (void* ptr : {dx, dw, db, dr, dy, scratch}) cudaFree(ptr);
-  if (!ran) return INFINITY;
+  const std::vector<std::uint16_t> got = dy.download<std::uint16_t>(out_count);
 
   double num = 0, den = 0;
   for (std::int64_t ni = 0; ni < p.n; ++ni) {
     for (std::int64_t i = 0; i < p.h; ++i) {
       for (std::int64_t j = 0; j < p.w; ++j) {
         for (std::int64_t o = 0; o < p.o; ++o) {
-          double sum = half_value(b[static_cast<std::size_t>(o)], dtype);
+          double sum = half_to_float(b[static_cast<std::size_t>(o)], dtype);
           for (std::int64_t a = 0; a < p.k; ++a) {
             for (std::int64_t e = 0; e < p.k; ++e) {
               const std::int64_t ii = i - pad + a, jj = j - pad + e;
               if (ii < 0 || ii >= p.h || jj < 0 || jj >= p.w) continue;
               for (std::int64_t ch = 0; ch < p.c; ++ch) {
-                sum += half_value(x[static_cast<std::size_t>(((ni * p.h + ii) * p.w + jj) * p.c + ch)], dtype) *
-                       half_value(w[static_cast<std::size_t>(((o * p.k + a) * p.k + e) * p.c + ch)], dtype);
+                sum += half_to_float(x[static_cast<std::size_t>(((ni * p.h + ii) * p.w + jj) * p.c + ch)], dtype) *
+                       half_to_float(w[static_cast<std::size_t>(((o * p.k + a) * p.k + e) * p.c + ch)], dtype);
               }
             }
           }
           const auto out = static_cast<std::size_t>(((ni * p.h + i) * p.w + j) * p.o + o);
-          const double want = std::fmax(0.0, sum + half_value(r[out], dtype));
-          const double have = half_value(got[out], dtype);
+          const double want = std::fmax(0.0, sum + half_to_float(r[out], dtype));
+          const double have = half_to_float(got[out], dtype);
           if (!std::isfinite(have)) return INFINITY;
           num += (have - want) * (have - want);
           den += want * want;
@@ -150,8 +97,7 @@ double conv_error(const std::string& kernel, DataType dtype, const Problem& p) {
 }
 
 TEST(CudaConvolution, EveryCudnnGraphPlanEntryComputesTheFusedConvolution) {
-  const auto devices = system_info().cuda_devices;
-  if (devices.empty()) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   for (const DataType dtype : {DataType::kF16, DataType::kBF16}) {
     const std::string prefix = dtype == DataType::kF16 ? "conv_f16_f32math_cudnn" : "conv_bf16_f32math_cudnn";
     for (const std::string suffix : {"", "_plan1", "_plan2", "_plan3", "_plan4"}) {
@@ -165,8 +111,7 @@ TEST(CudaConvolution, EveryCudnnGraphPlanEntryComputesTheFusedConvolution) {
 }
 
 TEST(CudaConvolution, PointwiseConvolutionAsAProductComputesTheFusedConvolution) {
-  const auto devices = system_info().cuda_devices;
-  if (devices.empty()) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   for (const DataType dtype : {DataType::kF16, DataType::kBF16}) {
     for (const char* algo : {"algo0", "algo1"}) {
       const std::string kernel =

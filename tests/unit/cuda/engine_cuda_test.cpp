@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "gpu_test.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/calibrate.hpp"
 #include "tensoracle/engine.hpp"
@@ -29,17 +30,6 @@
 
 namespace tensoracle {
 namespace {
-
-bool have_gpu() { return !system_info().cuda_devices.empty(); }
-
-#define REQUIRE_GPU()                                                                                           \
-  do {                                                                                                          \
-    if (!have_gpu()) {                                                                                          \
-      const char* required = std::getenv("TENSORACLE_REQUIRE_GPU");                                             \
-      if (required != nullptr && std::string(required) == "1") FAIL() << "TENSORACLE_REQUIRE_GPU=1 but no GPU"; \
-      GTEST_SKIP() << "no CUDA GPU on this machine";                                                            \
-    }                                                                                                           \
-  } while (0)
 
 // Random f32 weights (uniform in ±0.3) of the given names and shapes, as one in-memory safetensors file.
 struct RandomWeights {
@@ -143,7 +133,7 @@ HostTensor read_back(const TargetBuffer& buffer, const Dims& shape) {
 }
 
 TEST(CudaEngine, MatchesTheCpuReferenceAtEachPrecision) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
   Model model(rng);
   const HostTensor x = random_input({3, 40, 64}, rng);
@@ -160,7 +150,7 @@ TEST(CudaEngine, MatchesTheCpuReferenceAtEachPrecision) {
 }
 
 TEST(CudaEngine, TwoContextsOnTwoStreamsAtOnce) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
   Model model(rng);
   auto engine = Engine::deserialize(Builder(config(Precision::kFp32)).build(model.net));
@@ -191,7 +181,7 @@ TEST(CudaEngine, TwoContextsOnTwoStreamsAtOnce) {
 }
 
 TEST(CudaEngine, CapturedGraphReplayEqualsEnqueue) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
   Model model(rng);
   for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
@@ -227,7 +217,7 @@ bool opens_with_programmatic_launches(const std::vector<std::byte>& plan) {
 // writes with TENSORACLE_PROGRAMMATIC_LAUNCH=0, for the transformer block (products, attention, generated
 // elementwise kernels, layer norm, copies). The conformance suite runs every op's kernels programmatically too.
 TEST(CudaEngine, ProgrammaticLaunchesWriteWhatPlainLaunchesWrite) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   Model model(rng);
   int major = 0;
@@ -308,7 +298,7 @@ struct ConvModel {
 // enqueue of a new context can be captured in a CUDA graph: replayed, it writes exactly what a plain enqueue of
 // another context writes.
 TEST(CudaEngine, FirstEnqueueAfterSetInputShapesCanBeCaptured) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   Model transformer(rng);
   ConvModel cnn(rng);
@@ -350,7 +340,7 @@ TEST(CudaEngine, FirstEnqueueAfterSetInputShapesCanBeCaptured) {
 // and for addresses it has no graph for, keeps the graphs of address sets used before, and leaves a caller's own
 // stream capture to record the steps. Every result equals a plain enqueue of another context bit for bit.
 TEST(CudaEngine, GraphModeCapturesAgainOnShapeAndAddressChanges) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   Model model(rng);
   for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
@@ -436,7 +426,7 @@ std::vector<std::string> step_kernels(const std::vector<std::byte>& engine) {
 // A build with a timing cache file writes the choices; a rebuild of the same network with that file times nothing
 // and makes the same choices. Identical layers are timed once per build either way.
 TEST(CudaEngine, TimingCacheRebuildTimesNothingAndChoosesTheSameKernels) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(7);
   // Two identical blocks: the second's problems are those of the first.
   RandomWeights weights(rng, {{"w1", {64, 64}}, {"w2", {64, 64}}});
@@ -492,7 +482,7 @@ TEST(CudaEngine, TimingCacheRebuildTimesNothingAndChoosesTheSameKernels) {
 }
 
 TEST(CudaEngine, EngineForAnotherGpuModelIsRefused) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(4);
   Model model(rng);
   auto bytes = Builder(config(Precision::kFp32)).build(model.net);
@@ -541,7 +531,7 @@ std::map<std::string, HostTensor> run_all(const Engine& engine, const std::map<s
 // time: contiguous (with a scalar input, odd sizes for the vector tail) and broadcast ([N, 63] with [63] and [N, 1])
 // programs, f16 lowering, an integer chain (exact), several shapes of one engine.
 TEST(CudaEngine, FusedElementwiseChainsMatchTheCpuReference) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   Network net;
   Tensor x = net.add_input("x", DataType::kF32, {-1, 63});
   Tensor m = net.add_input("m", DataType::kF32, {-1, 1});
@@ -636,7 +626,7 @@ struct PluginModel {
 };
 
 TEST(CudaPlugins, PluginStepsMatchTheirMathAtEachPrecision) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   PluginModel model(rng);
   for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
@@ -661,7 +651,7 @@ TEST(CudaPlugins, PluginStepsMatchTheirMathAtEachPrecision) {
 }
 
 TEST(CudaPlugins, PluginStepsReplayInCapturedGraphsAndGraphMode) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
   PluginModel model(rng);
   auto engine = Engine::deserialize(Builder(model.config(Precision::kFp32)).build(model.net));
@@ -685,7 +675,7 @@ TEST(CudaPlugins, PluginStepsReplayInCapturedGraphsAndGraphMode) {
 }
 
 TEST(CudaPlugins, TwoContextsRunPluginStepsConcurrently) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
   PluginModel model(rng);
   auto engine = Engine::deserialize(Builder(model.config(Precision::kFp32)).build(model.net));
@@ -715,7 +705,7 @@ TEST(CudaPlugins, TwoContextsRunPluginStepsConcurrently) {
 }
 
 TEST(CudaPlugins, ComputedShapesAndHostOnlyPluginsOnCuda) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   load_plugin_library(test_plugin());
   Network net;
   Tensor u = net.add_input("u", DataType::kF32, {-1});
@@ -763,7 +753,7 @@ TEST(CudaPlugins, ComputedShapesAndHostOnlyPluginsOnCuda) {
 // again for the second) against a double-precision computation of the activations, and the same clips as the CPU
 // reference's calibration up to a bin of the histogram.
 TEST(CudaEngine, CalibrationOnTheGpuSeesTheActivationsOfEveryBatch) {
-  REQUIRE_GPU();
+  TENSORACLE_SKIP_WITHOUT_GPU();
   constexpr std::int64_t kIn = 24, kHidden = 48, kOut = 8;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0F, 1.0F);

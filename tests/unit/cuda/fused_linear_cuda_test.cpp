@@ -6,54 +6,25 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
+#include "gpu_test.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
-#include "tensoracle/float_convert.hpp"
 #include "tensoracle/network.hpp"
-#include "tensoracle/system_info.hpp"
 
 namespace tensoracle::cuda {
 namespace {
 
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-bool sm90_gpu() {
-  const auto devices = system_info().cuda_devices;
-  return !devices.empty() && devices[0].compute_capability_major == 9 && devices[0].compute_capability_minor == 0;
-}
-
-float to_float(std::uint16_t bits, DataType dtype) {
-  return dtype == DataType::kF16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
-}
-std::uint16_t from_float(float v, DataType dtype) {
-  return dtype == DataType::kF16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
-}
-
-// Random half-precision values in [-scale, scale].
-std::vector<std::uint16_t> random_halves(std::size_t n, DataType dtype, float scale, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<std::uint16_t> v(n);
-  for (auto& x : v) x = from_float(dist(rng), dtype);
-  return v;
-}
-
-struct DeviceBuffer {
-  void* base = nullptr;
-  std::size_t bytes = 0;
-  explicit DeviceBuffer(std::size_t n) : bytes(n + 64) { cudaMalloc(&base, bytes); }
-  ~DeviceBuffer() { cudaFree(base); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* at(std::size_t offset) const { return static_cast<char*>(base) + offset; }
-};
+using gpu_test::device_tensor;
+using gpu_test::DeviceBuffer;
+using gpu_test::EntryLaunch;
+using gpu_test::half_to_float;
+using gpu_test::random_halves;
 
 struct Case {
   std::int64_t m, n, k;
@@ -94,12 +65,12 @@ std::vector<double> reference(const Case& c, const Run& in, DataType dtype) {
   std::vector<double> y(static_cast<std::size_t>(c.m * c.n));
   for (std::int64_t i = 0; i < c.m; ++i) {
     for (std::int64_t j = 0; j < c.n; ++j) {
-      double s = c.bias ? to_float(in.b[static_cast<std::size_t>(j)], dtype) : 0.0;
+      double s = c.bias ? half_to_float(in.b[static_cast<std::size_t>(j)], dtype) : 0.0;
       for (std::int64_t p = 0; p < c.k; ++p) {
-        s += static_cast<double>(to_float(in.x[static_cast<std::size_t>(i * c.k + p)], dtype)) *
-             to_float(in.w[static_cast<std::size_t>(j * c.k + p)], dtype);
+        s += static_cast<double>(half_to_float(in.x[static_cast<std::size_t>(i * c.k + p)], dtype)) *
+             half_to_float(in.w[static_cast<std::size_t>(j * c.k + p)], dtype);
       }
-      if (c.residual) s += to_float(in.r[static_cast<std::size_t>(i * c.n + j)], dtype);
+      if (c.residual) s += half_to_float(in.r[static_cast<std::size_t>(i * c.n + j)], dtype);
       y[static_cast<std::size_t>(i * c.n + j)] = 0.5 * s * (1.0 + std::erf(s * 0.70710678118654752440));
     }
   }
@@ -110,7 +81,7 @@ std::vector<double> reference(const Case& c, const Run& in, DataType dtype) {
 double rel_l2(const std::vector<std::uint16_t>& got, const std::vector<double>& want, DataType dtype) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = to_float(got[i], dtype);
+    const double g = half_to_float(got[i], dtype);
     if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
     num += (g - want[i]) * (g - want[i]);
     den += want[i] * want[i];
@@ -122,14 +93,12 @@ double rel_l2(const std::vector<std::uint16_t>& got, const std::vector<double>& 
 // at each launch, or caller buffers of which the output is 2 bytes off 16-byte alignment.
 enum class Binding { kFixed, kCaller, kCallerMisaligned };
 
-// Prepares `kernel` for the case and launches it `launches` times (each after poisoning the output), plainly or as a
-// captured graph; returns the output of the last launch.
+// Runs `kernel` on the case, plainly or captured in a graph replayed twice, each time after poisoning the output;
+// returns the output and its error against the reference.
 void run_kernel(const std::string& kernel, const Case& c, DataType dtype, Binding binding, bool capture,
                 std::vector<std::uint16_t>& result, double& error) {
-  const KernelEntry* entry = find_kernel_entry(kernel);
-  ASSERT_NE(entry, nullptr) << kernel;
+  error = std::numeric_limits<double>::infinity();
   FusedLinear linear(c, dtype);
-  ASSERT_TRUE(entry->supports(linear.graph(), linear.layer(), Precision::kFp16)) << kernel;
   std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.n * 7 + c.k));
   Run in;
   in.x = random_halves(static_cast<std::size_t>(c.m * c.k), dtype, 1.0F, rng);
@@ -137,76 +106,28 @@ void run_kernel(const std::string& kernel, const Case& c, DataType dtype, Bindin
   if (c.bias) in.b = random_halves(static_cast<std::size_t>(c.n), dtype, 0.5F, rng);
   if (c.residual) in.r = random_halves(static_cast<std::size_t>(c.m * c.n), dtype, 1.0F, rng);
   const std::size_t out_bytes = static_cast<std::size_t>(c.m * c.n) * 2;
-  DeviceBuffer x(in.x.size() * 2), w(in.w.size() * 2), b(in.b.size() * 2 + 2), r(in.r.size() * 2 + 2), y(out_bytes);
+  const DeviceBuffer x(in.x.size() * 2), w(in.w.size() * 2), b(in.b.size() * 2), r(in.r.size() * 2), y(out_bytes);
   const std::size_t y_offset = binding == Binding::kCallerMisaligned ? 2 : 0;
-  CHECK_CUDA(cudaMemcpy(x.base, in.x.data(), in.x.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(w.base, in.w.data(), in.w.size() * 2, cudaMemcpyHostToDevice));
-  if (c.bias) {
-    CHECK_CUDA(cudaMemcpy(b.base, in.b.data(), in.b.size() * 2, cudaMemcpyHostToDevice));
-  }
-  if (c.residual) {
-    CHECK_CUDA(cudaMemcpy(r.base, in.r.data(), in.r.size() * 2, cudaMemcpyHostToDevice));
-  }
+  x.upload(in.x);
+  w.upload(in.w);
+  b.upload(in.b);
+  r.upload(in.r);
 
-  const graph::Layer& layer = linear.layer();
-  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
-  StepLaunch launch;
-  launch.layer = &layer;
-  launch.attrs = &attrs;
-  launch.precision = Precision::kFp16;
   const bool caller = binding != Binding::kFixed;
-  auto tensor = [&](void* data, Dims shape, bool is_caller) {
-    DeviceTensor t;
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    t.caller_buffer = is_caller;
-    t.data = is_caller ? nullptr : data;
-    return t;
+  std::vector<DeviceTensor> inputs = {device_tensor(dtype, {c.m, c.k}, x.base(), caller),
+                                      device_tensor(dtype, {c.n, c.k}, w.base())};
+  if (c.bias || c.residual) inputs.push_back(c.bias ? device_tensor(dtype, {c.n}, b.base()) : DeviceTensor{});
+  if (c.residual) inputs.push_back(device_tensor(dtype, {c.m, c.n}, r.base(), caller));
+  EntryLaunch how;
+  how.capture = capture;
+  how.before_each = [&](cudaStream_t stream) {
+    EXPECT_EQ(cudaMemsetAsync(y.base(), 0xFF, y.bytes(), stream), cudaSuccess);  // NaN in f16 and bf16
   };
-  launch.inputs = {tensor(x.base, {c.m, c.k}, caller), tensor(w.base, {c.n, c.k}, false)};
-  if (c.bias || c.residual) launch.inputs.push_back(c.bias ? tensor(b.base, {c.n}, false) : DeviceTensor{});
-  if (c.residual) launch.inputs.push_back(tensor(r.base, {c.m, c.n}, caller));
-  launch.outputs = {tensor(y.at(y_offset), {c.m, c.n}, caller)};
-  DeviceBuffer workspace(entry->workspace_bytes);
-  launch.workspace = entry->workspace_bytes != 0 ? workspace.base : nullptr;
-  launch.workspace_bytes = entry->workspace_bytes;
-  LibraryHandles handles;
-  launch.handles = &handles;
-  std::unique_ptr<StepState> state;
-  try {
-    state = entry->prepare(launch);
-  } catch (const Error& e) {
-    FAIL() << kernel << " did not prepare: " << e.what();
+  if (!gpu_test::run_entry(kernel, linear.graph(), linear.layer(), inputs,
+                           {device_tensor(dtype, {c.m, c.n}, y.at(y_offset), caller)}, how)) {
+    return;
   }
-  // Bind, as an enqueue does.
-  launch.inputs[0].data = x.base;
-  if (c.residual) launch.inputs[3].data = r.base;
-  launch.outputs[0].data = y.at(y_offset);
-  cudaStream_t stream = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  launch.stream = stream;
-  CHECK_CUDA(cudaMemsetAsync(y.base, 0xFF, y.bytes, stream));  // NaN in f16 and bf16
-  if (capture) {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    entry->launch(launch, *state);
-    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    for (int i = 0; i < 2; ++i) {
-      CHECK_CUDA(cudaMemsetAsync(y.base, 0xFF, y.bytes, stream));
-      CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-  } else {
-    entry->launch(launch, *state);
-  }
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  CHECK_CUDA(cudaStreamDestroy(stream));
-  result.resize(static_cast<std::size_t>(c.m * c.n));
-  CHECK_CUDA(cudaMemcpy(result.data(), y.at(y_offset), out_bytes, cudaMemcpyDeviceToHost));
+  result = y.download<std::uint16_t>(static_cast<std::size_t>(c.m * c.n), y_offset);
   error = rel_l2(result, reference(c, in, dtype), dtype);
 }
 
@@ -230,20 +151,16 @@ std::vector<std::string> fused_kernels(DataType dtype) {
 }
 
 TEST(CudaFusedLinear, ErfGeluEpilogueMatchesTheReferenceForEveryKernelAndBinding) {
-  if (system_info().cuda_devices.empty()) {
-    const char* required = std::getenv("TENSORACLE_REQUIRE_GPU");
-    if (required != nullptr && std::string(required) == "1") FAIL() << "TENSORACLE_REQUIRE_GPU=1 but no GPU";
-    GTEST_SKIP() << "no CUDA GPU on this machine";
-  }
+  TENSORACLE_SKIP_WITHOUT_GPU();
   for (DataType dtype : {DataType::kF16, DataType::kBF16}) {
     const std::vector<std::string> kernels = fused_kernels(dtype);
     // An sm_90 GPU with a build that has CUTLASS runs all four; other GPUs the cuBLASLt one.
-    if (sm90_gpu() && std::getenv("TENSORACLE_REQUIRE_GPU") != nullptr) {
+    if (gpu_test::has_gpu(true) && gpu_test::gpu_required()) {
       EXPECT_EQ(kernels.size(), 4u);
     }
     const double limit = dtype == DataType::kF16 ? 2e-3 : 1.2e-2;
     for (const std::string& kernel : kernels) {
-      if (!sm90_gpu() && kernel.find("cutlass") != std::string::npos) continue;
+      if (!gpu_test::has_gpu(true) && kernel.find("cutlass") != std::string::npos) continue;
       for (const Case& c : kCases) {
         for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
           for (bool capture : {false, true}) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
+#include "gpu_test.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
 #include "tensoracle/float_convert.hpp"
@@ -30,75 +31,21 @@
 namespace tensoracle::cuda {
 namespace {
 
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+using gpu_test::DeviceBuffer;
+using gpu_test::has_gpu;
 
-bool gpu(bool sm90) {
-  const auto devices = system_info().cuda_devices;
-  if (devices.empty()) return false;
-  return !sm90 || (devices[0].compute_capability_major == 9 && devices[0].compute_capability_minor == 0);
-}
-
-struct DeviceBuffer {
-  void* base = nullptr;
-  explicit DeviceBuffer(std::size_t n) { cudaMalloc(&base, n + 64); }
-  ~DeviceBuffer() { cudaFree(base); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* at(std::size_t offset) const { return static_cast<char*>(base) + offset; }
-};
-
-template <typename T>
-void upload(const DeviceBuffer& d, const std::vector<T>& v) {
-  ASSERT_EQ(cudaMemcpy(d.base, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
-
-// One step of `kernel` for the network's last layer: prepared with the given device tensors (caller ones unbound),
-// bound, launched on a stream and synchronized.
+// One step of `kernel` for the network's last layer with `workspace_bytes` of scratch: prepared with the given device
+// tensors (the caller-bound ones unbound), bound, launched on a stream and synchronized.
 void run_step(const std::string& kernel, const Network& net, std::vector<DeviceTensor> inputs,
-              std::vector<DeviceTensor> outputs, const std::vector<void*>& bind_inputs, void* bind_output,
-              std::size_t workspace_bytes = 0) {
-  const KernelEntry* entry = find_kernel_entry(kernel);
-  ASSERT_NE(entry, nullptr) << kernel;
+              std::vector<DeviceTensor> outputs, std::size_t workspace_bytes = 0) {
   const graph::Graph& g = graph::graph_of(net);
-  const graph::Layer& layer = g.layers.back();
-  ASSERT_TRUE(entry->supports(g, layer, Precision::kFp16)) << kernel;
-  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
-  StepLaunch launch;
-  launch.layer = &layer;
-  launch.attrs = &attrs;
-  launch.precision = Precision::kFp16;
-  launch.inputs = std::move(inputs);
-  launch.outputs = std::move(outputs);
-  LibraryHandles handles;
-  launch.handles = &handles;
-  const DeviceBuffer workspace(workspace_bytes);
-  launch.workspace = workspace_bytes != 0 ? workspace.base : nullptr;
-  launch.workspace_bytes = workspace_bytes;
-  std::unique_ptr<StepState> state;
-  try {
-    state = entry->prepare(launch);
-  } catch (const Error& e) {
-    FAIL() << kernel << " did not prepare: " << e.what();
-  }
-  for (std::size_t i = 0; i < bind_inputs.size() && i < launch.inputs.size(); ++i) {
-    if (launch.inputs[i].caller_buffer) launch.inputs[i].data = bind_inputs[i];
-  }
-  if (launch.outputs[0].caller_buffer) launch.outputs[0].data = bind_output;
-  cudaStream_t stream = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  launch.stream = stream;
-  entry->launch(launch, *state);
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  CHECK_CUDA(cudaStreamDestroy(stream));
+  gpu_test::EntryLaunch how;
+  how.workspace_bytes = workspace_bytes;
+  gpu_test::run_entry(kernel, g, g.layers.back(), std::move(inputs), std::move(outputs), how);
 }
 
 DeviceTensor tensor(DataType dtype, Dims shape, void* data, bool caller) {
-  DeviceTensor t;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.caller_buffer = caller;
-  t.data = caller ? nullptr : data;
-  return t;
+  return gpu_test::device_tensor(dtype, std::move(shape), data, caller);
 }
 
 // ---- quantized_linear ----
@@ -173,24 +120,23 @@ double quantized_linear_error(const std::string& kernel, DataType type, std::int
 
   const std::size_t out_bytes = quantized_output ? 1 : 2;
   DeviceBuffer dx(mk), dw(nk), ds(scale.size() * 4), db(bias.size() * 2), dr(mn * 2), dso(4), dy(mn * out_bytes);
-  upload(dx, x);
-  upload(dw, w);
-  upload(ds, scale);
-  upload(db, bias);
-  upload(dr, residual);
-  upload(dso, output_scale);
+  dx.upload(x);
+  dw.upload(w);
+  ds.upload(scale);
+  db.upload(bias);
+  dr.upload(residual);
+  dso.upload(output_scale);
   // f16 NaN, e4m3 NaN, i8 -128 (below any GELU result here): an unwritten element fails.
   const int unwritten = quantized_output && type == DataType::kI8 ? 0x80 : 0xFF;
-  EXPECT_EQ(cudaMemset(dy.base, unwritten, mn * out_bytes + 64), cudaSuccess);
+  EXPECT_EQ(cudaMemset(dy.base(), unwritten, mn * out_bytes + 64), cudaSuccess);
   const bool caller = binding != Binding::kFixed;
   void* y = dy.at(binding == Binding::kCallerMisaligned ? out_bytes : 0);
   std::vector<DeviceTensor> device_inputs = {
-      tensor(type, {m, k}, dx.base, caller), tensor(type, {n, k}, dw.base, false),
-      tensor(DataType::kF32, {n}, ds.base, false), tensor(DataType::kF16, {n}, db.base, false),
-      with_residual ? tensor(DataType::kF16, {m, n}, dr.base, caller) : tensor(DataType::kF32, {}, nullptr, false)};
-  if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base, false));
-  run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, {m, n}, y, caller)},
-           {dx.base, dw.base, ds.base, db.base, dr.base, dso.base}, y);
+      tensor(type, {m, k}, dx.base(), caller), tensor(type, {n, k}, dw.base(), false),
+      tensor(DataType::kF32, {n}, ds.base(), false), tensor(DataType::kF16, {n}, db.base(), false),
+      with_residual ? tensor(DataType::kF16, {m, n}, dr.base(), caller) : tensor(DataType::kF32, {}, nullptr, false)};
+  if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base(), false));
+  run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, {m, n}, y, caller)});
   std::vector<std::uint16_t> got(mn);
   std::vector<std::uint8_t> got_quantized(mn);
   EXPECT_EQ(cudaMemcpy(quantized_output ? static_cast<void*>(got_quantized.data()) : static_cast<void*>(got.data()), y,
@@ -238,7 +184,7 @@ struct Entry {
 template <typename Limit>
 void check_entries(const std::vector<Entry>& entries, std::int64_t n, bool quantized_output, Limit limit) {
   for (const auto& e : entries) {
-    if (e.sm90 && (!gpu(true) || find_kernel_entry(e.name) == nullptr)) continue;
+    if (e.sm90 && (!has_gpu(true) || find_kernel_entry(e.name) == nullptr)) continue;
     for (bool with_residual : {true, false}) {
       for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
         SCOPED_TRACE(std::string(e.name) + " " + std::string(to_string(e.type)) + " binding " +
@@ -251,7 +197,7 @@ void check_entries(const std::vector<Entry>& entries, std::int64_t n, bool quant
 }
 
 TEST(CudaQuantizedLinear, EveryEntryComputesTheQuantizedProduct) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   check_entries(
       {
           {"quantized_linear_any_tiled", DataType::kI8, false},
@@ -265,7 +211,7 @@ TEST(CudaQuantizedLinear, EveryEntryComputesTheQuantizedProduct) {
 }
 
 TEST(CudaQuantizedLinear, EveryEntryQuantizesItsResultAgain) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   // Within one step everywhere (checked inside). i8 (an exact i32 sum): one step off only where the f32 epilogue value
   // lies within its rounding of a boundary, a few in ten thousand at most. e4m3: also where the sum's accuracy is
   // coarser than the grid near zero (steps_apart), a few percent.
@@ -337,12 +283,12 @@ double weight_only_error(const std::string& kernel, DataType weight_type, DataTy
   net.mark_output(net.add_layer("quantized_linear", {tx, tw, ts, tb, tr}, attrs, "fc")[0], "y");
 
   DeviceBuffer dx(x.size()), dw(nk), ds(scale.size() * 4), db(bias.size()), dr(residual.size()), dy(mn * x_bytes);
-  upload(dx, x);
-  upload(dw, w);
-  upload(ds, scale);
-  upload(db, bias);
-  upload(dr, residual);
-  EXPECT_EQ(cudaMemset(dy.base, 0xFF, mn * x_bytes + 64), cudaSuccess);  // NaN: an unwritten element fails
+  dx.upload(x);
+  dw.upload(w);
+  ds.upload(scale);
+  db.upload(bias);
+  dr.upload(residual);
+  EXPECT_EQ(cudaMemset(dy.base(), 0xFF, mn * x_bytes + 64), cudaSuccess);  // NaN: an unwritten element fails
   const bool caller = binding != Binding::kFixed;
   // Misaligned: x and y one element past 16 bytes (the rows kernel's scalar loads of x).
   const std::size_t offset = binding == Binding::kCallerMisaligned ? x_bytes : 0;
@@ -352,10 +298,10 @@ double weight_only_error(const std::string& kernel, DataType weight_type, DataTy
     EXPECT_EQ(cudaMemcpy(xp, x.data(), x.size(), cudaMemcpyHostToDevice), cudaSuccess);
   }
   run_step(kernel, net,
-           {tensor(x_type, {m, k}, xp, caller), tensor(weight_type, {n, k}, dw.base, false),
-            tensor(DataType::kF32, {n}, ds.base, false), tensor(x_type, {n}, db.base, false),
-            with_residual ? tensor(x_type, {m, n}, dr.base, caller) : tensor(DataType::kF32, {}, nullptr, false)},
-           {tensor(x_type, {m, n}, y, caller)}, {xp, dw.base, ds.base, db.base, dr.base}, y, std::size_t{64} << 20);
+           {tensor(x_type, {m, k}, xp, caller), tensor(weight_type, {n, k}, dw.base(), false),
+            tensor(DataType::kF32, {n}, ds.base(), false), tensor(x_type, {n}, db.base(), false),
+            with_residual ? tensor(x_type, {m, n}, dr.base(), caller) : tensor(DataType::kF32, {}, nullptr, false)},
+           {tensor(x_type, {m, n}, y, caller)}, std::size_t{64} << 20);
   std::vector<std::uint8_t> got(mn * x_bytes);
   EXPECT_EQ(cudaMemcpy(got.data(), y, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   double num = 0, den = 0;
@@ -392,7 +338,7 @@ double weight_only_error(const std::string& kernel, DataType weight_type, DataTy
 // the rows kernel), every x type and weight type, fixed, caller and misaligned caller buffers, with a residual
 // and without. The dequantized product also takes a K that is no multiple of 8 (its dequantize element by element).
 TEST(CudaQuantizedLinear, WeightOnlyEntriesComputeTheProductOfTheFloatXAndTheQuantizedWeight) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   struct Shape {
     std::int64_t m, n, k;
   };
@@ -505,33 +451,32 @@ double quantized_conv_error(const std::string& kernel, DataType type, bool nhwc,
   const std::size_t out_bytes = quantized_output ? 1 : 2;
   DeviceBuffer dx(xs), dw(ws), ds(scale.size() * 4), db(bias.size() * 2), dr(ys * 2), dso(4), dsr(4),
       dy(ys * out_bytes);
-  upload(dx, x);
-  upload(dw, w);
-  upload(ds, scale);
-  upload(db, bias);
+  dx.upload(x);
+  dw.upload(w);
+  ds.upload(scale);
+  db.upload(bias);
   if (quantized_residual) {
-    upload(dr, residual_q);
+    dr.upload(residual_q);
   } else {
-    upload(dr, residual);
+    dr.upload(residual);
   }
-  upload(dso, output_scale);
-  upload(dsr, residual_scale);
+  dso.upload(output_scale);
+  dsr.upload(residual_scale);
   // f16 NaN, e4m3 NaN, i8 -128 (below any relu result): an unwritten element fails.
   const int unwritten = quantized_output && type == DataType::kI8 ? 0x80 : 0xFF;
-  EXPECT_EQ(cudaMemset(dy.base, unwritten, ys * out_bytes + 64), cudaSuccess);
+  EXPECT_EQ(cudaMemset(dy.base(), unwritten, ys * out_bytes + 64), cudaSuccess);
   const bool caller = binding != Binding::kFixed;
   void* y = dy.at(binding == Binding::kCallerMisaligned ? out_bytes : 0);
   std::vector<DeviceTensor> device_inputs = {
-      tensor(type, x_shape, dx.base, caller), tensor(type, w_shape, dw.base, false),
-      tensor(DataType::kF32, {o}, ds.base, false), tensor(DataType::kF16, {o}, db.base, false),
-      with_residual ? tensor(residual_type, y_shape, dr.base, caller) : tensor(DataType::kF32, {}, nullptr, false)};
-  if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base, false));
+      tensor(type, x_shape, dx.base(), caller), tensor(type, w_shape, dw.base(), false),
+      tensor(DataType::kF32, {o}, ds.base(), false), tensor(DataType::kF16, {o}, db.base(), false),
+      with_residual ? tensor(residual_type, y_shape, dr.base(), caller) : tensor(DataType::kF32, {}, nullptr, false)};
+  if (quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, dso.base(), false));
   if (quantized_residual && with_residual) {
     if (!quantized_output) device_inputs.push_back(tensor(DataType::kF32, {}, nullptr, false));
-    device_inputs.push_back(tensor(DataType::kF32, {}, dsr.base, false));
+    device_inputs.push_back(tensor(DataType::kF32, {}, dsr.base(), false));
   }
-  run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, y_shape, y, caller)},
-           {dx.base, dw.base, ds.base, db.base, dr.base, dso.base, dsr.base}, y);
+  run_step(kernel, net, device_inputs, {tensor(quantized_output ? type : DataType::kF16, y_shape, y, caller)});
   std::vector<std::uint16_t> got(ys);
   std::vector<std::uint8_t> got_quantized(ys);
   EXPECT_EQ(cudaMemcpy(quantized_output ? static_cast<void*>(got_quantized.data()) : static_cast<void*>(got.data()), y,
@@ -578,7 +523,7 @@ double quantized_conv_error(const std::string& kernel, DataType type, bool nhwc,
 }
 
 TEST(CudaQuantizedConv, EveryEntryComputesTheQuantizedConvolution) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   // cuDNN (channels last: a plan; channels first, and misaligned caller buffers: the direct kernel behind it) and the
   // direct kernel as an entry of its own (channels first only).
   for (const char* kernel : {"quantized_conv_any_cudnn", "quantized_conv_any_direct"}) {
@@ -596,7 +541,7 @@ TEST(CudaQuantizedConv, EveryEntryComputesTheQuantizedConvolution) {
 }
 
 TEST(CudaQuantizedConv, EveryEntryAddsAQuantizedResidual) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   // An f16 result and one quantized again, each with the residual read quantized (i8 or e4m3 times its scale).
   for (const char* kernel : {"quantized_conv_any_cudnn", "quantized_conv_any_direct"}) {
     for (DataType type : {DataType::kI8, DataType::kF8E4M3}) {
@@ -615,7 +560,7 @@ TEST(CudaQuantizedConv, EveryEntryAddsAQuantizedResidual) {
 }
 
 TEST(CudaQuantizedConv, CutlassTakesPointwiseI8ConvolutionsWithTheirResiduals) {
-  if (!gpu(true)) GTEST_SKIP() << "no sm_90 GPU";
+  if (!has_gpu(true)) GTEST_SKIP() << "no sm_90 GPU";
   // i8 1x1 convolutions as CUTLASS products: 162 positions (a partial row tile), 48 filters (a partial column tile),
   // the residual i8 times its scale, f16, or absent, caller buffers planned again at each enqueue (misaligned ones: the
   // direct kernel).
@@ -630,7 +575,7 @@ TEST(CudaQuantizedConv, CutlassTakesPointwiseI8ConvolutionsWithTheirResiduals) {
 }
 
 TEST(CudaQuantizedConv, EveryEntryQuantizesItsResultAgain) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   // Within one step everywhere (checked inside); one step off only where the f32 value lies within its rounding of a
   // boundary (i8: a few in ten thousand), or for e4m3 where the f32 sum is coarser than the grid near zero.
   for (const char* kernel : {"quantized_conv_any_cudnn", "quantized_conv_any_direct"}) {
@@ -651,7 +596,7 @@ TEST(CudaQuantizedConv, EveryEntryQuantizesItsResultAgain) {
 // the element kernels' bytes everywhere. Scales: a power of two (many exact ties), and others whose f32 quotients
 // sometimes round onto a midpoint that the exact quotient misses (the f64 fallback decides those).
 TEST(CudaQuantize, VectorKernelsMatchTheElementKernelsBitForBit) {
-  if (!gpu(false)) GTEST_SKIP() << "no CUDA GPU";
+  TENSORACLE_SKIP_WITHOUT_GPU();
   const std::int64_t count = 8 * 100000;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> wide(-200.F, 200.F);
@@ -669,9 +614,9 @@ TEST(CudaQuantize, VectorKernelsMatchTheElementKernelsBitForBit) {
   x[24] = 0x0001;  // the smallest subnormal
   x[25] = 0x8001;
   DeviceBuffer dx(x.size() * 2), ds(4), dy(x.size());
-  upload(dx, x);
+  dx.upload(x);
   for (const float s : {0.25F, 0.1F, 0.0137F, 3.3F, 1e-6F}) {
-    upload(ds, std::vector<float>{s});
+    ds.upload(std::vector<float>{s});
     for (const char* to : {"i8", "f8e4m3"}) {
       const DataType type = std::string(to) == "i8" ? DataType::kI8 : DataType::kF8E4M3;
       Network net;
@@ -681,12 +626,12 @@ TEST(CudaQuantize, VectorKernelsMatchTheElementKernelsBitForBit) {
       for (const std::string& kernel : {std::string("quantize_f16_") + to + "_f64math_elementwise",
                                         std::string("quantize_f16_") + to + "_f32math_vector16"}) {
         SCOPED_TRACE(kernel + " scale " + std::to_string(s));
-        ASSERT_EQ(cudaMemset(dy.base, 0x55, x.size()), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dy.base(), 0x55, x.size()), cudaSuccess);
         run_step(kernel, net,
-                 {tensor(DataType::kF16, {count}, dx.base, false), tensor(DataType::kF32, {}, ds.base, false)},
-                 {tensor(type, {count}, dy.base, false)}, {}, nullptr);
+                 {tensor(DataType::kF16, {count}, dx.base(), false), tensor(DataType::kF32, {}, ds.base(), false)},
+                 {tensor(type, {count}, dy.base(), false)});
         results.emplace_back(x.size());
-        ASSERT_EQ(cudaMemcpy(results.back().data(), dy.base, x.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(results.back().data(), dy.base(), x.size(), cudaMemcpyDeviceToHost), cudaSuccess);
       }
       std::size_t mismatches = 0, first = x.size();
       for (std::size_t i = 0; i < x.size(); ++i) {
