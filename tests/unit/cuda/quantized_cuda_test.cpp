@@ -73,6 +73,26 @@ int steps_apart(DataType type, std::uint8_t a, std::uint8_t b) {
   return std::fabs(f8e4m3_bits_to_f32(a) - f8e4m3_bits_to_f32(b)) <= 0x1p-3F ? std::min(steps, 1) : steps;
 }
 
+// Random bytes of a quantized type (i8 uniform in ±127, e4m3 the grid values of a uniform draw in ±240), and the
+// values they stand for.
+struct QuantizedDraws {
+  DataType type;
+  std::mt19937& rng;
+  std::vector<std::uint8_t> operator()(std::size_t count) {
+    std::uniform_int_distribution<int> i8(-127, 127);
+    std::uniform_real_distribution<float> f8(-240.F, 240.F);
+    std::vector<std::uint8_t> v(count);
+    for (auto& b : v) {
+      b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
+                                : f32_to_f8e4m3_bits(f8(rng));
+    }
+    return v;
+  }
+  double value(std::uint8_t b) const {
+    return type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
+  }
+};
+
 // gelu_erf(scale[n] · Σ x·w + b[n] + r) over m x n x k quantized operands (r f16, or absent without `with_residual`:
 // the CUTLASS products without C). An f16 result: returns rel-L2 against double. A result quantized again
 // (`quantized_output`, by output scale 4/127 or 4/448): expects every element within one step of the double value's
@@ -80,19 +100,9 @@ int steps_apart(DataType type, std::uint8_t a, std::uint8_t b) {
 double quantized_linear_error(const std::string& kernel, DataType type, std::int64_t m, std::int64_t n, std::int64_t k,
                               Binding binding, bool quantized_output, bool with_residual) {
   std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + k));
-  std::uniform_int_distribution<int> i8(-127, 127);
-  std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
-  auto quantized = [&](std::size_t count) {
-    std::vector<std::uint8_t> v(count);
-    for (auto& b : v) {
-      b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
-                                : f32_to_f8e4m3_bits(f8(rng));
-    }
-    return v;
-  };
-  auto value = [&](std::uint8_t b) {
-    return type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
-  };
+  std::uniform_real_distribution<float> unit(-1.F, 1.F);
+  QuantizedDraws quantized{type, rng};
+  const auto value = [&](std::uint8_t b) { return quantized.value(b); };
   const auto mk = static_cast<std::size_t>(m * k), nk = static_cast<std::size_t>(n * k),
              mn = static_cast<std::size_t>(m * n);
   const std::vector<std::uint8_t> x = quantized(mk), w = quantized(nk);
@@ -234,8 +244,7 @@ TEST(CudaQuantizedLinear, EveryEntryQuantizesItsResultAgain) {
 double weight_only_error(const std::string& kernel, DataType weight_type, DataType x_type, std::int64_t m,
                          std::int64_t n, std::int64_t k, Binding binding, bool with_residual) {
   std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 3 + k));
-  std::uniform_int_distribution<int> i8(-127, 127);
-  std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
+  std::uniform_real_distribution<float> unit(-1.F, 1.F);
   const auto mk = static_cast<std::size_t>(m * k), nk = static_cast<std::size_t>(n * k),
              mn = static_cast<std::size_t>(m * n);
   const std::size_t x_bytes = element_size(x_type);
@@ -261,14 +270,9 @@ double weight_only_error(const std::string& kernel, DataType weight_type, DataTy
     return bytes;
   };
   const std::vector<std::uint8_t> x = encode(xv, 2.F), bias = encode(bv, 0.5F), residual = encode(rv, 1.F);
-  std::vector<std::uint8_t> w(nk);
-  for (auto& b : w) {
-    b = weight_type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
-                                     : f32_to_f8e4m3_bits(f8(rng));
-  }
-  auto value = [&](std::uint8_t b) {
-    return weight_type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
-  };
+  QuantizedDraws quantized{weight_type, rng};
+  const std::vector<std::uint8_t> w = quantized(nk);
+  const auto value = [&](std::uint8_t b) { return quantized.value(b); };
   const double typical = weight_type == DataType::kI8 ? 73.0 : 140.0;  // |w| per term, roughly
   std::vector<float> scale(static_cast<std::size_t>(n));
   for (auto& s : scale) s = static_cast<float>((1.5 + unit(rng)) / (typical * std::sqrt(static_cast<double>(k))));
@@ -383,19 +387,9 @@ double quantized_conv_error(const std::string& kernel, DataType type, bool nhwc,
                             bool with_residual = true) {
   const std::int64_t n = 2, c = 32, hw = pointwise ? 9 : 8, o = 48, k = pointwise ? 1 : 3, pad = k / 2;
   std::mt19937 rng(static_cast<unsigned>(c + o + (nhwc ? 1 : 0)));
-  std::uniform_int_distribution<int> i8(-127, 127);
-  std::uniform_real_distribution<float> f8(-240.F, 240.F), unit(-1.F, 1.F);
-  auto quantized = [&](std::size_t count) {
-    std::vector<std::uint8_t> v(count);
-    for (auto& b : v) {
-      b = type == DataType::kI8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(i8(rng)))
-                                : f32_to_f8e4m3_bits(f8(rng));
-    }
-    return v;
-  };
-  auto value = [&](std::uint8_t b) {
-    return type == DataType::kI8 ? static_cast<double>(static_cast<std::int8_t>(b)) : f8e4m3_bits_to_f32(b);
-  };
+  std::uniform_real_distribution<float> unit(-1.F, 1.F);
+  QuantizedDraws quantized{type, rng};
+  const auto value = [&](std::uint8_t b) { return quantized.value(b); };
   const auto xs = static_cast<std::size_t>(n * c * hw * hw), ws = static_cast<std::size_t>(o * c * k * k),
              ys = static_cast<std::size_t>(n * o * hw * hw);
   const std::vector<std::uint8_t> x = quantized(xs), w = quantized(ws);
