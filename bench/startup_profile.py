@@ -60,7 +60,8 @@ def timed(cmd: list[str], env: dict | None = None, timeout: float = 120) -> dict
 
 
 def linked_library(cli: str, stem: str) -> str | None:
-    """The path the dynamic loader picks for `stem` (libcublasLt, libcudnn) when it starts the command."""
+    """The path the dynamic loader picks for `stem` (libcudnn, linked) when it starts the command, else a copy in the
+    build folder; None where neither exists (cuBLASLt, which the library opens at run time: probed by its soname)."""
     out = subprocess.run(["ldd", cli], capture_output=True, text=True).stdout
     lib_dir = Path(cli).resolve().parent
     for line in out.splitlines():
@@ -133,7 +134,7 @@ def main() -> int:
     result["libraries"] = {"cublasLt": lt, "cudnn": dnn}
     probes = {}
     for which in ("none", "cublaslt", "cudnn", "both"):
-        r = timed([sys.executable, "-c", CTYPES_PROBE, which, lt or "libcublasLt.so", dnn or "libcudnn.so.9"])
+        r = timed([sys.executable, "-c", CTYPES_PROBE, which, lt or "libcublasLt.so.13", dnn or "libcudnn.so.9"])
         probes[which] = json.loads(r["stdout"]) if r["rc"] == 0 else {"error": r["stderr"][-500:]}
     result["ctypes_probes_ms"] = probes
 

@@ -7,8 +7,8 @@ import glob
 import importlib.util
 import os
 
-# (library file pattern, wheel packages that may hold it): what libtensoracle.so links (cuBLASLt, cuDNN) and opens at
-# run time (NVRTC and its builtins). CUDA 13's wheels put their libraries in nvidia/cu13/lib; older ones in
+# (library file pattern, wheel packages that may hold it): what libtensoracle.so links (cuDNN) and opens by soname at
+# run time (cuBLASLt, NVRTC and its builtins). CUDA 13's wheels put their libraries in nvidia/cu13/lib; older ones in
 # nvidia/<name>/lib.
 _WHEEL_LIBRARIES = (
     ("libcublasLt.so.[0-9]*", ("nvidia.cu13", "nvidia.cublas")),

@@ -92,6 +92,28 @@ def test_cpu_engine_matches_numpy(cli, model, precision, tolerance):
     assert np.abs(out["probs"] - probs).max() < tolerance * 10
 
 
+def test_cuda_libraries_are_opened_only_when_a_gpu_is_queried(cli, model):
+    # cuBLASLt (half a gigabyte) is opened at run time beside the GPU's start, not linked: a CPU engine's build and run
+    # never load it; a device query (--version) does, and reports its version. The dynamic loader's own log says which
+    # files it opened (LD_DEBUG=files).
+    directory, _ = model
+    engine = build(cli, directory, "cpu")
+    x = np.zeros((2, 16), np.float32)
+    stnp.save_file({"x": x}, str(directory / "in.safetensors"))
+    traced = dict(os.environ, LD_DEBUG="files")
+    for args in (["build", directory / "net.json", "-o", directory / "again.engine", "--target", "cpu",
+                  "--profile", "x=1x16:4x16:8x16"],
+                 ["run", engine, "--inputs", directory / "in.safetensors", "-o", directory / "out.safetensors"]):
+        result = subprocess.run([cli, *map(str, args)], capture_output=True, timeout=300, env=traced)
+        assert result.returncode == 0, describe(result)
+        assert b"libcublasLt" not in result.stderr, args[0]
+    version = subprocess.run([cli, "--version"], capture_output=True, timeout=60, env=traced)
+    assert version.returncode == 0, describe(version)
+    if b"CUDA backend: built" in version.stdout:
+        assert b"libcublasLt" in version.stderr
+        assert b"cuBLASLt 0," not in version.stdout and b"cuBLASLt " in version.stdout
+
+
 def test_inspect_prints_the_manifest(cli, model):
     directory, _ = model
     engine = build(cli, directory, "cpu")

@@ -12,10 +12,12 @@
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/codegen/elementwise_codegen.hpp"
+#include "backends/cuda/cublaslt_library.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/device_guard.hpp"
+#include "backends/cuda/device_query.hpp"
 #include "backends/target.hpp"
 #include "core/stopwatch.hpp"
 #include "graph/op_def.hpp"
@@ -36,7 +38,8 @@ using backends::TargetEngine;
 int matching_device(const nlohmann::json& target, const std::string& display_name) {
   const std::string name = target.value("device_name", std::string());
   const std::string cc = target.value("compute_capability", std::string());
-  const SystemInfo sys = system_info();
+  SystemInfo sys;  // the devices only: picking one needs no library versions (nor waits for cuBLASLt to open)
+  list_devices(sys);
   std::vector<std::string> seen;
   for (const auto& d : sys.cuda_devices) {
     const std::string dcc = fmt::format("{}.{}", d.compute_capability_major, d.compute_capability_minor);
@@ -539,6 +542,7 @@ std::future<void> start_device(const nlohmann::json& target_description) {
   return std::async(std::launch::async, [target = target_description] {
     try {
       Stopwatch watch;
+      start_loading_cublaslt();  // on a thread of its own, beside cuInit and the context below
       const int device = matching_device(target, "");
       const double query_ms = watch.lap_ms();
       if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {

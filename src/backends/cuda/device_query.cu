@@ -1,21 +1,26 @@
 // CUDA device discovery through the runtime API (linked statically so machines without a driver still load the
 // library).
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <string>
 
+#include "backends/cuda/cublaslt_library.hpp"
 #include "backends/cuda/device_query.hpp"
 
 namespace tensoracle::cuda {
 
 void query_devices(SystemInfo& info) {
+  start_loading_cublaslt();  // opens beside the driver's start (cudaGetDeviceCount runs cuInit)
+  list_devices(info);
+  info.cublaslt_version = cublaslt_version();
+}
+
+void list_devices(SystemInfo& info) {
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) info.cuda_runtime_version = runtime;
   int driver = 0;
   if (cudaDriverGetVersion(&driver) == cudaSuccess) info.cuda_driver_version = driver;
-  info.cublaslt_version = cublasLtGetVersion();
   info.cudnn_version = cudnnGetVersion();
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);

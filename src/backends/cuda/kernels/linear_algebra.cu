@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cuda/cublaslt_library.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
@@ -65,27 +66,31 @@ struct LtDescriptors {
   LtDescriptors(const LtDescriptors&) = delete;
   LtDescriptors& operator=(const LtDescriptors&) = delete;
   ~LtDescriptors() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
-    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    if (op == nullptr && a == nullptr && b == nullptr && c == nullptr && preference == nullptr) return;
+    const CublasLtLibrary& lt = cublaslt_library();  // opened: it made them
+    if (preference != nullptr) lt.cublasLtMatmulPreferenceDestroy(preference);
+    if (c != nullptr) lt.cublasLtMatrixLayoutDestroy(c);
+    if (b != nullptr) lt.cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) lt.cublasLtMatrixLayoutDestroy(a);
+    if (op != nullptr) lt.cublasLtMatmulDescDestroy(op);
   }
 };
 
 template <typename V>
 void set_layout_batch(const std::string& context, cublasLtMatrixLayout_t layout, V count, std::int64_t stride) {
   const auto batch = static_cast<std::int32_t>(count);
+  const CublasLtLibrary& lt = cublaslt_library();
   TENSORACLE_CUBLAS_CHECK(
-      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)), context);
+      lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)), context);
   TENSORACLE_CUBLAS_CHECK(
-      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+      lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
       context);
 }
 
 void set_preference(const std::string& context, cublasLtMatmulPreference_t preference,
                     cublasLtMatmulPreferenceAttributes_t attribute, std::uint32_t value) {
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)), context);
+  TENSORACLE_CUBLAS_CHECK(
+      cublaslt_library().cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)), context);
 }
 
 // Gemm::activation of linear's "activation" attribute ("gelu_erf", which cuBLASLt has no epilogue for, runs as a kernel
@@ -167,43 +172,45 @@ GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeTyp
   plan.align_r = align_r;
   plan.desc = std::make_unique<LtDescriptors>();
   LtDescriptors& d = *plan.desc;
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, compute, scale_type), context);
+  const CublasLtLibrary& lt = cublaslt_library();
+  TENSORACLE_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&d.op, compute, scale_type), context);
   const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
   const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+  TENSORACLE_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
                           context);
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+  TENSORACLE_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
                           context);
   const cublasLtEpilogue_t epilogue = epilogue_of(g);
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     TENSORACLE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), context);
+        lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), context);
   }
   if (g.bias != nullptr) {
     TENSORACLE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), context);
+        lt.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), context);
   }
   const auto m = static_cast<std::uint64_t>(g.m), n = static_cast<std::uint64_t>(g.n),
              k = static_cast<std::uint64_t>(g.k);
   // Our B: [k, n] row-major is column-major [n, k] with ld n; [n, k] (trans_b) is column-major [k, n] with ld k.
-  TENSORACLE_CUBLAS_CHECK(
-      g.trans_b ? cublasLtMatrixLayoutCreate(&d.a, type, k, n, g.k) : cublasLtMatrixLayoutCreate(&d.a, type, n, k, g.n),
-      context);
+  TENSORACLE_CUBLAS_CHECK(g.trans_b ? lt.cublasLtMatrixLayoutCreate(&d.a, type, k, n, g.k)
+                                    : lt.cublasLtMatrixLayoutCreate(&d.a, type, n, k, g.n),
+                          context);
   // Our A: [m, k] row-major is column-major [k, m] with ld k; [k, m] (trans_a) is column-major [m, k] with ld m.
-  TENSORACLE_CUBLAS_CHECK(
-      g.trans_a ? cublasLtMatrixLayoutCreate(&d.b, type, m, k, g.m) : cublasLtMatrixLayoutCreate(&d.b, type, k, m, g.k),
-      context);
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, type, n, m, g.n), context);
+  TENSORACLE_CUBLAS_CHECK(g.trans_a ? lt.cublasLtMatrixLayoutCreate(&d.b, type, m, k, g.m)
+                                    : lt.cublasLtMatrixLayoutCreate(&d.b, type, k, m, g.k),
+                          context);
+  TENSORACLE_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&d.c, type, n, m, g.n), context);
   if (g.batch > 1) {
     set_layout_batch(context, d.a, g.batch, g.stride_b);
     set_layout_batch(context, d.b, g.batch, g.stride_a);
     set_layout_batch(context, d.c, g.batch, g.stride_c);
   }
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference), context);
+  TENSORACLE_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&d.preference), context);
   const std::uint64_t max_workspace = workspace_bytes;
-  TENSORACLE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                               &max_workspace, sizeof(max_workspace)),
-                          context);
+  TENSORACLE_CUBLAS_CHECK(
+      lt.cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                              sizeof(max_workspace)),
+      context);
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
   set_preference(context, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, std::min(align_c, align_r));
@@ -221,8 +228,8 @@ GemmPlan make_gemm_plan(cublasLtHandle_t handle, const Gemm& g, cublasComputeTyp
   std::optional<HeuristicMemo::Answer> answer = HeuristicMemo::find(key);
   if (!answer) {
     HeuristicMemo::Answer asked;
-    asked.status = cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, wanted,
-                                                  asked.results.data(), &asked.found);
+    asked.status = lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.preference, wanted,
+                                                     asked.results.data(), &asked.found);
     if (asked.status != CUBLAS_STATUS_NOT_SUPPORTED) TENSORACLE_CUBLAS_CHECK(asked.status, context);
     HeuristicMemo::store(key, asked);
     answer = asked;
@@ -331,7 +338,7 @@ void run_gemm(const StepLaunch& launch, const GemmStep& step, const void* a, con
   const LtDescriptors& d = *plan->desc;
   if (step.caller_bias) {
     TENSORACLE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        cublaslt_library().cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
         layer_name(launch));
   }
   const Gemm& g = step.g;
@@ -348,8 +355,9 @@ void run_gemm(const StepLaunch& launch, const GemmStep& step, const void* a, con
     void* pc = base_c + o.c;
     const void* c_in = residual != nullptr ? residual : pc;
     TENSORACLE_CUBLAS_CHECK(
-        cublasLtMatmul(launch.handles->cublaslt(), d.op, alpha, base_b + o.b, d.a, base_a + o.a, d.b, beta, c_in, d.c,
-                       pc, d.c, &plan->heuristic.algo, workspace, step.workspace_bytes, launch.stream),
+        cublaslt_library().cublasLtMatmul(launch.handles->cublaslt(), d.op, alpha, base_b + o.b, d.a, base_a + o.a, d.b,
+                                          beta, c_in, d.c, pc, d.c, &plan->heuristic.algo, workspace,
+                                          step.workspace_bytes, launch.stream),
         layer_name(launch));
   }
 }
@@ -742,7 +750,7 @@ std::size_t gemm_workspace(Gemm g, bool bias, const std::string& activation, boo
                            const std::string& context) {
   static const cublasLtHandle_t handle = [] {
     cublasLtHandle_t h = nullptr;
-    return cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS ? h : nullptr;
+    return cublaslt_library().cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS ? h : nullptr;
   }();
   if (handle == nullptr) return kGemmWorkspaceBytes;
   if (g.m == 0 || g.n == 0 || g.k == 0) return 0;
