@@ -1,16 +1,14 @@
 // Opens cuBLASLt with dlopen on a thread of its own and resolves the entry points tensoracle calls.
 #include "backends/cuda/cublaslt_library.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <atomic>
 #include <future>
 #include <mutex>
 #include <string>
-#include <type_traits>
-#include <vector>
 
+#include "backends/cuda/runtime_library.hpp"
 #include "tensoracle/error.hpp"
 
 #ifndef TENSORACLE_CUBLASLT_LIBRARY_PATH
@@ -31,50 +29,37 @@ Loaded open_cublaslt() {
   Loaded l;
   // The soname of the cuBLASLt this build was compiled against (found through the loader's search path, which
   // includes this library's run path and the wheels' copy the Python package loaded), then the toolkit's own copy.
-  const std::string soname = fmt::format("libcublasLt.so.{}", CUBLAS_VER_MAJOR);
-  std::vector<std::string> tried;
-  void* handle = nullptr;
-  for (const std::string& name : {soname, std::string(TENSORACLE_CUBLASLT_LIBRARY_PATH)}) {
-    if (name.empty()) continue;
-    handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      l.api.path = name;
-      break;
-    }
-    const char* why = dlerror();
-    tried.push_back(fmt::format("{} ({})", name, why != nullptr ? why : "not found"));
-  }
-  if (handle == nullptr) {
+  const RuntimeLibrary library = open_runtime_library(
+      {fmt::format("libcublasLt.so.{}", CUBLAS_VER_MAJOR), std::string(TENSORACLE_CUBLASLT_LIBRARY_PATH)});
+  if (library.handle == nullptr) {
     l.error = fmt::format(
         "cuBLASLt, which runs the products of CUDA engines, could not be loaded: tried {}. Install cuBLAS {} (the "
         "libcublaslt package, or `pip install nvidia-cublas`) or put its folder on LD_LIBRARY_PATH",
-        fmt::join(tried, ", "), CUBLAS_VER_MAJOR);
+        fmt::join(library.tried, ", "), CUBLAS_VER_MAJOR);
     return l;
   }
-  const auto resolve = [&](auto& slot, const char* symbol) {
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, symbol));
-    if (slot == nullptr && l.error.empty()) {
-      l.error = fmt::format("cuBLASLt library {} has no symbol {}; install cuBLAS {}", l.api.path, symbol,
-                            CUBLAS_VER_MAJOR);
-    }
-  };
   CublasLtLibrary& a = l.api;
-  resolve(a.cublasLtCreate, "cublasLtCreate");
-  resolve(a.cublasLtDestroy, "cublasLtDestroy");
-  resolve(a.cublasLtGetVersion, "cublasLtGetVersion");
-  resolve(a.cublasLtGetStatusName, "cublasLtGetStatusName");
-  resolve(a.cublasLtGetStatusString, "cublasLtGetStatusString");
-  resolve(a.cublasLtMatmul, "cublasLtMatmul");
-  resolve(a.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
-  resolve(a.cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy");
-  resolve(a.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-  resolve(a.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-  resolve(a.cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
-  resolve(a.cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
-  resolve(a.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
-  resolve(a.cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
-  resolve(a.cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-  resolve(a.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  a.path = library.name;
+  std::string missing;
+  library.resolve(a.cublasLtCreate, "cublasLtCreate", missing);
+  library.resolve(a.cublasLtDestroy, "cublasLtDestroy", missing);
+  library.resolve(a.cublasLtGetVersion, "cublasLtGetVersion", missing);
+  library.resolve(a.cublasLtGetStatusName, "cublasLtGetStatusName", missing);
+  library.resolve(a.cublasLtGetStatusString, "cublasLtGetStatusString", missing);
+  library.resolve(a.cublasLtMatmul, "cublasLtMatmul", missing);
+  library.resolve(a.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate", missing);
+  library.resolve(a.cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy", missing);
+  library.resolve(a.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute", missing);
+  library.resolve(a.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate", missing);
+  library.resolve(a.cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy", missing);
+  library.resolve(a.cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute", missing);
+  library.resolve(a.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate", missing);
+  library.resolve(a.cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy", missing);
+  library.resolve(a.cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute", missing);
+  library.resolve(a.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic", missing);
+  if (!missing.empty()) {
+    l.error = fmt::format("cuBLASLt library {} has no symbol {}; install cuBLAS {}", a.path, missing, CUBLAS_VER_MAJOR);
+  }
   return l;
 }
 

@@ -2,14 +2,13 @@
 #include "backends/cuda/codegen/nvrtc_compiler.hpp"
 
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
 
 #include <string>
-#include <type_traits>
 #include <vector>
 
+#include "backends/cuda/runtime_library.hpp"
 #include "tensoracle/error.hpp"
 
 #ifndef TENSORACLE_NVRTC_LIBRARY_PATH
@@ -45,41 +44,30 @@ const Loaded& load_nvrtc() {
   static const Loaded loaded = [] {
     Loaded l;
     // The soname of the toolkit this build was compiled against, then the toolkit's own copy.
-    const std::string soname = fmt::format("libnvrtc.so.{}", CUDART_VERSION / 1000);
-    std::vector<std::string> tried;
-    void* handle = nullptr;
-    for (const std::string& name : {soname, std::string(TENSORACLE_NVRTC_LIBRARY_PATH)}) {
-      if (name.empty()) continue;
-      handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) {
-        l.api.library = name;
-        break;
-      }
-      const char* why = dlerror();
-      tried.push_back(fmt::format("{} ({})", name, why != nullptr ? why : "not found"));
-    }
-    if (handle == nullptr) {
+    const RuntimeLibrary library = open_runtime_library(
+        {fmt::format("libnvrtc.so.{}", CUDART_VERSION / 1000), std::string(TENSORACLE_NVRTC_LIBRARY_PATH)});
+    if (library.handle == nullptr) {
       l.error = fmt::format(
           "NVRTC, which compiles the fused elementwise kernels of CUDA engines at build time, could not be loaded: "
           "tried {}. Install NVRTC of CUDA {} (the cuda-nvrtc package) or put its folder on LD_LIBRARY_PATH",
-          fmt::join(tried, ", "), CUDART_VERSION / 1000);
+          fmt::join(library.tried, ", "), CUDART_VERSION / 1000);
       return l;
     }
-    auto resolve = [&](auto& slot, const char* symbol) {
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, symbol));
-      if (slot == nullptr && l.error.empty())
-        l.error = fmt::format("NVRTC library {} has no symbol {}; install NVRTC of CUDA {}", l.api.library, symbol,
-                              CUDART_VERSION / 1000);
-    };
-    resolve(l.api.get_error_string, "nvrtcGetErrorString");
-    resolve(l.api.version, "nvrtcVersion");
-    resolve(l.api.create_program, "nvrtcCreateProgram");
-    resolve(l.api.destroy_program, "nvrtcDestroyProgram");
-    resolve(l.api.compile_program, "nvrtcCompileProgram");
-    resolve(l.api.get_program_log_size, "nvrtcGetProgramLogSize");
-    resolve(l.api.get_program_log, "nvrtcGetProgramLog");
-    resolve(l.api.get_cubin_size, "nvrtcGetCUBINSize");
-    resolve(l.api.get_cubin, "nvrtcGetCUBIN");
+    l.api.library = library.name;
+    std::string missing;
+    library.resolve(l.api.get_error_string, "nvrtcGetErrorString", missing);
+    library.resolve(l.api.version, "nvrtcVersion", missing);
+    library.resolve(l.api.create_program, "nvrtcCreateProgram", missing);
+    library.resolve(l.api.destroy_program, "nvrtcDestroyProgram", missing);
+    library.resolve(l.api.compile_program, "nvrtcCompileProgram", missing);
+    library.resolve(l.api.get_program_log_size, "nvrtcGetProgramLogSize", missing);
+    library.resolve(l.api.get_program_log, "nvrtcGetProgramLog", missing);
+    library.resolve(l.api.get_cubin_size, "nvrtcGetCUBINSize", missing);
+    library.resolve(l.api.get_cubin, "nvrtcGetCUBIN", missing);
+    if (!missing.empty()) {
+      l.error = fmt::format("NVRTC library {} has no symbol {}; install NVRTC of CUDA {}", l.api.library, missing,
+                            CUDART_VERSION / 1000);
+    }
     return l;
   }();
   return loaded;
