@@ -10,8 +10,8 @@ namespace tensoracle::cuda {
 
 // A library opened with dlopen (RTLD_NOW | RTLD_LOCAL) and never closed.
 struct RuntimeLibrary {
-  void* handle = nullptr;      // nullptr: none of the names loaded
-  std::string name;            // the name it was opened by
+  void* handle = nullptr;          // nullptr: none of the names loaded
+  std::string name;                // the name it was opened by
   std::vector<std::string> tried;  // "<name> (<dlerror>)" for each name that did not load, in order
 
   // Resolves `symbol` into `slot`; a missing one is recorded in `missing` (the first only).
