@@ -149,6 +149,9 @@ bool run_entry(const std::string& kernel, const graph::Graph& graph, const graph
   for (std::size_t i = 0; i < launch.inputs.size(); ++i) launch.inputs[i].data = input_addresses[i];
   for (std::size_t i = 0; i < launch.outputs.size(); ++i) launch.outputs[i].data = output_addresses[i];
 
+  // The step's stream does not wait for the default stream: what the test queued there (uploads, a poisoning
+  // cudaMemset, which returns before it is done) finishes first.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaStream_t stream = nullptr;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     ADD_FAILURE() << "cudaStreamCreateWithFlags failed";

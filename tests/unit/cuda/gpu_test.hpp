@@ -87,7 +87,8 @@ struct EntryLaunch {
 };
 
 // Runs registry entry `kernel` on `layer` of `graph` as an engine step: prepared with `inputs` and `outputs` (the
-// caller-bound ones unbound), bound, launched on a stream of its own as `how` says, and synchronized. Returns false,
+// caller-bound ones unbound), bound, launched on a stream of its own (after the device has finished the work queued
+// before, e.g. a poisoning cudaMemset) as `how` says, and synchronized. Returns false,
 // after a test failure that names the kernel, where the entry is missing, does not take the layer, or fails to prepare
 // or launch.
 bool run_entry(const std::string& kernel, const graph::Graph& graph, const graph::Layer& layer,
