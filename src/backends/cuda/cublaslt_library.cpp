@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <future>
-#include <mutex>
 #include <string>
 
 #include "backends/cuda/runtime_library.hpp"
@@ -63,12 +62,12 @@ Loaded open_cublaslt() {
   return l;
 }
 
-// The load, begun by the first caller on a thread of its own; every later caller shares it.
+// The load, begun by the first caller on a thread of its own; every later caller shares it. Never destroyed: a
+// context destroyed during the process's exit still releases its handle through it.
 const std::shared_future<Loaded>& load() {
-  static std::once_flag once;
-  static std::shared_future<Loaded> loading;
-  std::call_once(once, [] { loading = std::async(std::launch::async, open_cublaslt).share(); });
-  return loading;
+  static const std::shared_future<Loaded>* const loading =
+      new std::shared_future<Loaded>(std::async(std::launch::async, open_cublaslt).share());
+  return *loading;
 }
 
 }  // namespace
