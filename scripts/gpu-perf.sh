@@ -8,9 +8,9 @@
 # skips it). PERF_PYTEST (a pytest -k expression over tests/python/test_calibrate.py and test_engine_cli.py, the CLI
 # tests with GPU halves; empty, the default, skips them) runs those tests first. PERF_CONFORMANCE_FIRST (a -k
 # expression, empty by default) runs those conformance cases again with every step on its first candidate
-# (--no-timing). PERF_STARTUP (a bench/pytorch_models.py key, e.g. bert; empty, the default, skips it) runs
-# bench/startup_profile.py on it last: where a fresh process's time to the first inference goes. Logs and results go
-# to $OUT; a summary is printed last.
+# (--no-timing). PERF_STARTUP (bench/pytorch_models.py keys, comma-separated, e.g. bert,resnet50; empty, the default,
+# skips it) runs bench/startup_profile.py on each last: where a fresh process's time to the first inference goes.
+# Logs and results go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/tensoracle-gpu-perf}
@@ -74,12 +74,14 @@ if [[ -n ${PERF_QUANTIZED:-} ]]; then
   summary+=("quantized_comparison ($PERF_QUANTIZED): rc $?")
 fi
 if [[ -n ${PERF_STARTUP:-} ]]; then
-  timeout 300 python3 bench/startup_profile.py --cli "$TENSORACLE_CLI" --out "$out/startup" --model "$PERF_STARTUP" \
-    >"$out/startup.log" 2>&1
-  summary+=("startup_profile ($PERF_STARTUP): rc $?")
+  for model in ${PERF_STARTUP//,/ }; do
+    timeout 300 python3 bench/startup_profile.py --cli "$TENSORACLE_CLI" --out "$out/startup-$model" --model "$model" \
+      >"$out/startup-$model.log" 2>&1
+    summary+=("startup_profile ($model): rc $?")
+  done
 fi
 cat "$out/kernels.log" 2>/dev/null
 cat "$out/quantized.log" 2>/dev/null
 [[ -f $out/bench/results.md ]] && cat "$out/bench/results.md"
-cat "$out/startup.log" 2>/dev/null
+cat "$out"/startup-*.log 2>/dev/null
 printf '%s\n' "${summary[@]}"
