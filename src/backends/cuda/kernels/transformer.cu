@@ -324,9 +324,11 @@ struct FlashShape {
   static constexpr int kRows = 16 * kRowWarps;  // queries per block
   static constexpr int kGroupThreads = 32 * kRowWarps;
   static constexpr int kThreads = kGroupThreads * kKeyGroups;
-  // Shared memory: each group's K and V tiles (the Q tile and, at the end, the groups' partial results reuse it).
+  // Shared memory: the Q tile, then each group's K and V tiles (at the end the groups' partial results reuse these).
   template <int kHeadDim>
-  static constexpr int kSharedBytes = kKeyGroups * 2 * kKeys* kHeadDim * 2;
+  static constexpr int kTilesOffset = kRows* kHeadDim;  // elements
+  template <int kHeadDim>
+  static constexpr int kSharedBytes = (kRows + kKeyGroups * 2 * kKeys) * kHeadDim * 2;
 };
 using FlashWide = FlashShape<4, 1, 64>;
 using FlashSplit = FlashShape<1, 4, 32>;
@@ -376,19 +378,28 @@ __device__ __forceinline__ int swizzle(int row, int col) {
 }
 
 // Loads rows [r0, r0 + kTileRows) x cols [0, kHeadDim) of a [rows, width] matrix whose rows are `stride` elements
-// apart into a swizzled tile (zeros outside), by kLoaders threads of which this is `loader`.
+// apart into a swizzled tile (zeros outside), by kLoaders threads of which this is `loader`: each thread loads one
+// 16-byte column chunk of every kLoaders / (kHeadDim / 8)-th row, walking one pointer down the rows.
 template <int kHeadDim, int kTileRows, int kLoaders>
 __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* src, std::int64_t r0,
                                                 std::int64_t rows, std::int64_t width, std::int64_t stride,
                                                 int loader) {
   constexpr int kChunksPerRow = kHeadDim / 8;
-  constexpr int kChunks = kTileRows * kChunksPerRow;
-  for (int c = loader; c < kChunks; c += kLoaders) {
-    const int row = c / kChunksPerRow;
-    const int col = (c % kChunksPerRow) * 8;
-    const bool valid = r0 + row < rows && col < width;
-    const std::uint16_t* g = valid ? src + (r0 + row) * stride + col : src;
-    cp_async16(tile + swizzle<kHeadDim>(row, col), g, valid);
+  static_assert(kLoaders % kChunksPerRow == 0, "every loader keeps one column chunk");
+  constexpr int kRowStep = kLoaders / kChunksPerRow;
+  const int col = (loader % kChunksPerRow) * 8;
+  const int first = loader / kChunksPerRow;
+  const bool col_valid = col < width;
+  const int valid_rows = static_cast<int>(min(rows - r0, static_cast<std::int64_t>(kTileRows)));
+  const std::uint16_t* g = src + (r0 + first) * stride + col;
+  const std::int64_t step = kRowStep * stride;
+#pragma unroll
+  for (int i = 0; i < (kTileRows + kRowStep - 1) / kRowStep; ++i) {
+    const int row = first + i * kRowStep;
+    if (kTileRows % kRowStep != 0 && row >= kTileRows) break;
+    const bool valid = col_valid && row < valid_rows;
+    cp_async16(tile + swizzle<kHeadDim>(row, col), valid ? g : src, valid);
+    g += step;
   }
 }
 
@@ -431,19 +442,25 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
   constexpr int kOutTiles = kHeadDim / 8;
   const float scale = p.scale_f;
   const float neg_inf = -infinity_c<float>();
-  std::uint16_t* k_tile = flash_smem + group * 2 * kKeys * kHeadDim;
-  std::uint16_t* v_tile = k_tile + kKeys * kHeadDim;
+  std::uint16_t* const q_tile = flash_smem;
+  std::uint16_t* const tiles_smem = flash_smem + Shape::template kTilesOffset<kHeadDim>;
+  constexpr int kTileElems = kKeys * kHeadDim;
+  std::uint16_t* const k_tile = tiles_smem + group * 2 * kTileElems;  // this group's K tile, then its V tile
+  std::uint16_t* const v_tile = k_tile + kTileElems;
 
-  const std::int64_t q_tiles = (p.sq + kRows - 1) / kRows;
-  const std::int64_t heads = p.batch * p.hq;
+  // 32-bit work indices (flash_shapes_fit keeps the work count below 2^31): 64-bit divisions would be a long serial
+  // chain for every block.
+  const int q_tiles = static_cast<int>((p.sq + kRows - 1) / kRows);
+  const int heads = static_cast<int>(p.batch * p.hq);
+  const int hq = static_cast<int>(p.hq);
   const std::int64_t kv_tiles = (p.skv + kKeys - 1) / kKeys;
   // The longest (latest) query tiles go first.
-  for (std::int64_t work = blockIdx.x; work < q_tiles * heads; work += gridDim.x) {
+  for (int work = static_cast<int>(blockIdx.x); work < q_tiles * heads; work += static_cast<int>(gridDim.x)) {
     const std::int64_t qt = q_tiles - 1 - work / heads;
-    const std::int64_t bh = work % heads;
-    const std::int64_t b = bh / p.hq;
-    const std::int64_t h = bh % p.hq;
-    const std::int64_t kh = h / p.group;
+    const int bh = work % heads;
+    const std::int64_t b = bh / hq;
+    const std::int64_t h = bh % hq;
+    const std::int64_t kh = static_cast<int>(h) / static_cast<int>(p.group);
     const std::int64_t q0 = qt * kRows;
     const std::uint16_t* qb = q + p.qs.at(b, h, 0);
     const std::uint16_t* kb = k + p.ks.at(b, kh, 0);
@@ -453,18 +470,27 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
     std::int64_t tiles = kv_tiles;
     if (p.causal) tiles = min(kv_tiles, (min(q0 + kRows, p.sq) - 1) / kKeys + 1);
 
-    // Q tile -> registers (through the start of shared memory).
-    load_tile_async<kHeadDim, kRows, kThreads>(flash_smem, qb, q0, p.sq, p.d, p.qs.ss, tid);
+    // The Q tile and each group's first K and V tiles load at once: one commit group each in every thread, empty
+    // where a thread has nothing to load, so that the waits below count the same groups everywhere.
+    load_tile_async<kHeadDim, kRows, kThreads>(q_tile, qb, q0, p.sq, p.d, p.qs.ss, tid);
+    cp_async_commit();
+    if (group < tiles) {
+      load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(k_tile, kb, group * kKeys, p.skv, p.d, p.ks.ss, group_tid);
+    }
+    cp_async_commit();
+    if (group < tiles) {
+      load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(v_tile, vb, group * kKeys, p.skv, p.dv, p.vs.ss,
+                                                             group_tid);
+    }
     cp_async_commit();
     for (int c = tid; c < kHeadDim; c += kThreads) poisoned[c] = 0;
-    cp_async_wait<0>();
+    cp_async_wait<2>();  // Q has landed
     __syncthreads();
     unsigned qf[kSteps][4];
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
-      ldmatrix_x4(qf[ks], flash_smem + swizzle<kHeadDim>(row_warp * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
+      ldmatrix_x4(qf[ks], q_tile + swizzle<kHeadDim>(row_warp * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8));
     }
-    __syncthreads();
 
     float o[kOutTiles][4];
 #pragma unroll
@@ -474,13 +500,6 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
     const std::int64_t row0 = q0 + row_warp * 16 + g;  // this thread's rows: row0 and row0 + 8
 
     // Pipeline: K(t+1) loads during the softmax and P·V of tile t, V(t+1) during q·kᵀ of tile t+1.
-    if (group < tiles) {
-      load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(k_tile, kb, group * kKeys, p.skv, p.d, p.ks.ss, group_tid);
-      cp_async_commit();
-      load_tile_async<kHeadDim, kKeys, Shape::kGroupThreads>(v_tile, vb, group * kKeys, p.skv, p.dv, p.vs.ss,
-                                                             group_tid);
-      cp_async_commit();
-    }
     for (std::int64_t kt = group; kt < tiles; kt += Shape::kKeyGroups) {
       const std::int64_t k0 = kt * kKeys;
       const std::int64_t next0 = k0 + Shape::kKeyGroups * kKeys;
@@ -615,9 +634,9 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
     if constexpr (Shape::kKeyGroups > 1) {
       constexpr int kState = kOutTiles * 4 + 4;
       static_assert(
-          (Shape::kKeyGroups - 1) * kState * Shape::kGroupThreads * 4 <= Shape::template kSharedBytes<kHeadDim>,
+          (Shape::kKeyGroups - 1) * kState * Shape::kGroupThreads * 4 <= Shape::kKeyGroups * 2 * kTileElems * 2,
           "the partial states fit in the tiles' shared memory");
-      float* state = reinterpret_cast<float*>(flash_smem);
+      float* state = reinterpret_cast<float*>(tiles_smem);
       const auto at = [&](int from, int e) { return ((from - 1) * kState + e) * Shape::kGroupThreads + group_tid; };
       if (group > 0) {
 #pragma unroll
@@ -666,11 +685,12 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
       }
     }
 
-    // Normalize and store (group 0).
+    // Normalize (by the reciprocal of the row's sum: two divisions instead of one per value) and store (group 0).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[r] += __shfl_xor_sync(0xFFFFFFFFU, l[r], 1);
       l[r] += __shfl_xor_sync(0xFFFFFFFFU, l[r], 2);
+      l[r] = 1.0f / l[r];
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -686,8 +706,8 @@ __global__ void __launch_bounds__(Shape::kThreads) attention_flash_kernel(Attent
           if (m[r] == neg_inf) {
             r0 = r1 = nan_c<float>();
           } else {
-            r0 = o[t][2 * r] / l[r];
-            r1 = o[t][2 * r + 1] / l[r];
+            r0 = o[t][2 * r] * l[r];
+            r1 = o[t][2 * r + 1] * l[r];
           }
           if (poisoned[c] != 0) r0 = nan_c<float>();
           if (poisoned[c + 1] != 0) r1 = nan_c<float>();
@@ -719,13 +739,11 @@ FlashLaunch flash_launch_for(const AttentionParams& p, const std::string& contex
   f.threads = Shape::kThreads;
   const std::int64_t work = (p.sq + Shape::kRows - 1) / Shape::kRows * p.batch * p.hq;
   f.blocks = static_cast<unsigned>(std::min<std::int64_t>(work, 1 << 30));
-  // Above the default 48 KiB of dynamic shared memory a kernel has to ask for it (once per device is enough; asking
-  // again is cheap).
-  if (f.shared_bytes > 48 * 1024) {
-    TENSORACLE_CUDA_CHECK(
-        cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(f.shared_bytes)),
-        context);
-  }
+  // Above 48 KiB of shared memory (the tiles and the kernel's static arrays) a kernel has to ask for it; asking once
+  // per prepare is cheap.
+  TENSORACLE_CUDA_CHECK(
+      cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(f.shared_bytes)),
+      context);
   return f;
 }
 
@@ -738,8 +756,10 @@ bool flash_shapes_fit(const AttentionParams& p) {
   auto rows_aligned = [](const HeadStrides& s) {
     return s.offset % 8 == 0 && s.sb % 8 == 0 && s.sh % 8 == 0 && s.ss % 8 == 0;
   };
+  // The kernel's 32-bit work indices: at most 2^30 query tiles of 16 rows (so that the grid stride cannot overflow).
+  const bool work_fits = (p.sq + 15) / 16 * p.batch * p.hq <= (std::int64_t{1} << 30);
   return p.d > 0 && p.dv > 0 && p.d <= 128 && p.dv <= 128 && p.d % 8 == 0 && p.dv % 8 == 0 && rows_aligned(p.qs) &&
-         rows_aligned(p.ks) && rows_aligned(p.vs) && rows_aligned(p.os);
+         rows_aligned(p.ks) && rows_aligned(p.vs) && rows_aligned(p.os) && work_fits;
 }
 
 // Fills the params from the attributes and shapes, the data pointers left null (bound at launch), and whether the
