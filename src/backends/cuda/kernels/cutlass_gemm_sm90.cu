@@ -4,13 +4,17 @@
 namespace tensoracle::cuda::sm90 {
 
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count) {
-  return make_typed_fused_gemm<cutlass::half_t>(config, device, sm_count);
+  return make_typed_fused_gemm<cutlass::half_t, cutlass::half_t>(config, device, sm_count);
 }
 
-std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, int device, int sm_count) {
+std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, bool residual, int device, int sm_count) {
   switch (dtype) {
-    case DataType::kF16: return make_f16_fused_gemm(config, device, sm_count);
-    case DataType::kBF16: return make_bf16_fused_gemm(config, device, sm_count);
+    case DataType::kF16:
+      return residual ? make_f16_fused_gemm(config, device, sm_count)
+                      : make_f16_fused_gemm_no_c(config, device, sm_count);
+    case DataType::kBF16:
+      return residual ? make_bf16_fused_gemm(config, device, sm_count)
+                      : make_bf16_fused_gemm_no_c(config, device, sm_count);
     default: return nullptr;
   }
 }

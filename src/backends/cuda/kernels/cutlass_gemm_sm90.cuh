@@ -134,6 +134,16 @@ using ScaledNoCCallbacks = cutlass::epilogue::fusion::Sm90EVT<
         cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, ElementEpi, float,
                                                     cute::Stride<cute::_0, cute::_1, int64_t>,
                                                     128 / cutlass::sizeof_bits_v<ElementEpi>>>>;
+// Without C and unscaled (a float product with no residual): activation(acc + bias[n]) as ElementAct.
+template <template <class> class ActivationFn, class ElementAct, class ElementEpi, class Tile>
+using NoCCallbacks = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<ActivationFn, ElementAct, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, float, float, cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90AccFetch,
+        cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, ElementEpi, float,
+                                                    cute::Stride<cute::_0, cute::_1, int64_t>,
+                                                    128 / cutlass::sizeof_bits_v<ElementEpi>>>>;
 template <template <class> class ActivationFn, class ElementD, class ElementEpi, class Tile>
 using QuantizedOutputNoCCallbacks = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90Compute<MultiplyByReciprocal, ElementD, float,
@@ -144,7 +154,8 @@ using QuantizedOutputNoCCallbacks = cutlass::epilogue::fusion::Sm90EVT<
 // is activation(beta · C + (alpha · acc + bias[n])) in f32 (beta 1 with a residual C, else 0; alpha 1, or scale[n]
 // when kScaled), D rounded once to ElementOut; or, with an ElementD other than ElementOut (the quantized products'
 // quantized result), that value divided by the output scale and converted to ElementD, bias and C staying ElementOut
-// unless ElementC says otherwise (a quantized residual C, scaled by *c_scale; void: no C, for scaled products only).
+// unless ElementC says otherwise (a quantized residual C, scaled by *c_scale; void: no C, and no shared memory held
+// for it, which leaves the operands more stages).
 // i8 operands accumulate in i32 (exact), the others in f32.
 template <typename ElementIn, typename ElementOut, template <class> class ActivationFn, bool kScaled,
           GemmConfig kConfig, typename ElementD = ElementOut, typename ElementC = ElementOut>
@@ -155,7 +166,6 @@ class CutlassFusedGemm final : public FusedGemm {
   static constexpr bool kQuantizedC = !kNoC && !std::is_same_v<ElementC, ElementOut>;
   static_assert(!kQuantizedOut || kScaled, "a quantized result comes from a quantized (scaled) product");
   static_assert(!kQuantizedC || kQuantizedOut, "a quantized residual comes with a quantized result");
-  static_assert(!kNoC || kScaled, "a product without C is a quantized (scaled) one");
   using Traits = ConfigTraits<kConfig, kInBits>;
   using Accumulator = std::conditional_t<std::is_same_v<ElementIn, std::int8_t>, std::int32_t, float>;
   static constexpr int kInAlignment = 128 / kInBits;  // elements in 16 bytes
@@ -164,9 +174,10 @@ class CutlassFusedGemm final : public FusedGemm {
   static constexpr int kCAlignment = 128 / cutlass::sizeof_bits<std::conditional_t<kNoC, ElementD, ElementC>>::value;
   using FusionOp = std::conditional_t<
       kNoC,
-      std::conditional_t<kQuantizedOut,
-                         QuantizedOutputNoCCallbacks<ActivationFn, ElementD, ElementOut, typename Traits::Tile>,
-                         ScaledNoCCallbacks<ActivationFn, ElementOut, ElementOut, typename Traits::Tile>>,
+      std::conditional_t<
+          kQuantizedOut, QuantizedOutputNoCCallbacks<ActivationFn, ElementD, ElementOut, typename Traits::Tile>,
+          std::conditional_t<kScaled, ScaledNoCCallbacks<ActivationFn, ElementOut, ElementOut, typename Traits::Tile>,
+                             NoCCallbacks<ActivationFn, ElementOut, ElementOut, typename Traits::Tile>>>,
       std::conditional_t<
           kQuantizedOut,
           QuantizedOutputCallbacks<ActivationFn, ElementD, ElementOut, std::conditional_t<kNoC, ElementOut, ElementC>,
@@ -255,7 +266,10 @@ class CutlassFusedGemm final : public FusedGemm {
          make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1})},
         hardware_};
     using RowStride = cute::Stride<cute::_0, bool, std::int64_t>;
-    if constexpr (kNoC) {
+    if constexpr (kNoC && !kScaled) {
+      // activation(acc + bias[n]): the tree's arguments, each node's children first.
+      args.epilogue.thread.op_0.op_1.ptr_row = static_cast<const ElementOut*>(p.bias);
+    } else if constexpr (kNoC) {
       // The tree's arguments, each node's children first (op_0, op_1, ...): [(1 / output scale) ·] activation(alpha[n]
       // · acc + bias[n]).
       const auto set_activation = [&](auto& activation) {
@@ -292,18 +306,22 @@ class CutlassFusedGemm final : public FusedGemm {
   Adapter adapter_;
 };
 
-// linear's erf-GELU product of `config` for one element type (operands and result).
-template <typename Element>
+// linear's erf-GELU product of `config` for one element type (operands and result): with a residual C, or without C
+// (no shared memory held for C's stages).
+template <typename Element, typename ElementC>
 std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, int sm_count) {
   switch (config) {
     case GemmConfig::kCooperative128x256:
-      return std::make_unique<CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x256>>(
+      return std::make_unique<
+          CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x256, Element, ElementC>>(
           device, sm_count);
     case GemmConfig::kCooperative128x128:
-      return std::make_unique<CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x128>>(
+      return std::make_unique<
+          CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x128, Element, ElementC>>(
           device, sm_count);
     case GemmConfig::kPingpong128x128:
-      return std::make_unique<CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kPingpong128x128>>(
+      return std::make_unique<
+          CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kPingpong128x128, Element, ElementC>>(
           device, sm_count);
   }
   return nullptr;
@@ -369,8 +387,12 @@ std::unique_ptr<FusedGemm> make_typed_quantized_residual_gemm(GemmConfig config,
   return gemm;
 }
 
-std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);   // ..._f16.cu
-std::unique_ptr<FusedGemm> make_bf16_fused_gemm(GemmConfig config, int device, int sm_count);  // ..._bf16.cu
+// linear's erf-GELU products with a residual C, and without C (_no_c): f16 (cutlass_gemm_sm90.cu, ..._no_c.cu), bf16
+// (..._bf16.cu, ..._bf16_no_c.cu), files of their own so that the instantiations compile in parallel.
+std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_bf16_fused_gemm(GemmConfig config, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_f16_fused_gemm_no_c(GemmConfig config, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_bf16_fused_gemm_no_c(GemmConfig config, int device, int sm_count);
 // The quantized products, f16 result (..._fp8.cu, ..._int8.cu) and result quantized again (..._requantized.cu).
 std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, int device,
                                                       int sm_count);

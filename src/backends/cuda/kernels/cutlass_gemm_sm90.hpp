@@ -100,8 +100,9 @@ class FusedGemm {
 // Whether this build has the kernels: CMake found CUTLASS and builds sm_90 (src/CMakeLists.txt).
 constexpr bool kFusedGemmBuilt = true;
 // The product of one configuration for f16 or bf16 operands on `device` (an sm_90 GPU with `sm_count`
-// multiprocessors); nullptr for another dtype.
-std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, int device, int sm_count);
+// multiprocessors), erf-GELU epilogue; nullptr for another dtype. Without a `residual` the kernel takes no C
+// (GemmProblem::c must stay nullptr) and holds no shared memory for it.
+std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, bool residual, int device, int sm_count);
 // The quantized product of one configuration: i8 or f8e4m3 operands, scale per column, f16 D (bias and C f16 too), or
 // with `quantized_output` D quantized to the operands' type; nullptr for another dtype or a configuration not built for
 // the operands (f16 D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x256 and
@@ -116,8 +117,8 @@ std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataT
                                                         Activation activation, int device, int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
-inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, int /*device*/,
-                                                  int /*sm_count*/) {
+inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, bool /*residual*/,
+                                                  int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, DataType /*operands*/,

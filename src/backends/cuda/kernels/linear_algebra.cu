@@ -686,7 +686,7 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
     plan.fallback = prepare_linear<true>(launch);
     return plan;
   }
-  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype, gpu.device, gpu.sm_count);
+  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype, residual != nullptr, gpu.device, gpu.sm_count);
   if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the dtype");
   if (!plan.gemm->can_implement(p)) {
     launch.attrs->fail(fmt::format("CUTLASS's sm_90 product does not take a {}x{}x{} problem", p.m, p.n, p.k));
