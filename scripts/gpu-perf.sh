@@ -9,7 +9,9 @@
 # tests with GPU halves; empty, the default, skips them) runs those tests first. PERF_CONFORMANCE_FIRST (a -k
 # expression, empty by default) runs those conformance cases again with every step on its first candidate
 # (--no-timing). PERF_STARTUP (bench/pytorch_models.py keys, comma-separated, e.g. bert,resnet50; empty, the default,
-# skips it) runs bench/startup_profile.py on each last: where a fresh process's time to the first inference goes.
+# skips it) runs bench/startup_profile.py on each: where a fresh process's time to the first inference goes.
+# PERF_TIMELINE (MODEL:BATCH,..., e.g. bert:1,gpt2:1; empty, the default, skips it) installs the staged wheel and runs
+# bench/graph_timeline.py last: every kernel's duration and the gaps between them in a graph-mode enqueue.
 # Logs and results go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -80,8 +82,16 @@ if [[ -n ${PERF_STARTUP:-} ]]; then
     summary+=("startup_profile ($model): rc $?")
   done
 fi
+if [[ -n ${PERF_TIMELINE:-} ]]; then
+  if bash scripts/device-install-wheel.sh >"$out/timeline.log" 2>&1; then
+    timeout "${PERF_TIMELINE_TIMEOUT_S:-300}" /tmp/tensoracle-venv/bin/python bench/graph_timeline.py \
+      --cli "$TENSORACLE_CLI" --out "$out/timeline" --models "$PERF_TIMELINE" >>"$out/timeline.log" 2>&1
+  fi
+  summary+=("graph_timeline ($PERF_TIMELINE): rc $?")
+fi
 cat "$out/kernels.log" 2>/dev/null
 cat "$out/quantized.log" 2>/dev/null
 [[ -f $out/bench/results.md ]] && cat "$out/bench/results.md"
 cat "$out"/startup-*.log 2>/dev/null
+cat "$out/timeline.log" 2>/dev/null
 printf '%s\n' "${summary[@]}"
