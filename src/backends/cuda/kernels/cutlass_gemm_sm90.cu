@@ -1,4 +1,5 @@
-// The sm_90 products of cutlass_gemm_sm90.hpp for f16 operands, and the dispatch by dtype (compiled for sm_90a only).
+// linear's erf-GELU products of cutlass_gemm_sm90.hpp for f16 operands with a residual C, and the dispatch by dtype and
+// C (compiled for sm_90a only).
 #include "backends/cuda/kernels/cutlass_gemm_sm90.cuh"
 
 namespace tensoracle::cuda::sm90 {
