@@ -64,20 +64,15 @@ def short(name: str, limit: int = 70) -> str:
 
 
 def build_engine(cli: str, spec, batch: int, work: Path) -> Path:
-    import torch
-    from safetensors.torch import save_file
+    import pytorch_models
 
-    folder = work / spec.key  # the network refers to its weights file by a name relative to itself
+    folder = work / spec.key  # a folder per model: the network refers to its weights file by a relative name
     folder.mkdir(parents=True, exist_ok=True)
     engine = folder / f"{spec.key}_b{batch}.engine"
     if engine.exists():
         return engine
     if not (folder / "net.json").exists():
-        torch.manual_seed(0)
-        model = spec.create()
-        save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()},
-                  str(folder / "weights.safetensors"))
-        spec.network().write(folder / "net.json")
+        pytorch_models.write_model_files(spec, folder)
     shape = "x".join(map(str, spec.input_shape(batch)))
     r = subprocess.run([cli, "build", str(folder / "net.json"), "-o", str(engine), "--target", "cuda",
                         "--precision", "fp16", "--profile", f"x={shape}:{shape}:{shape}"],
@@ -94,7 +89,7 @@ def kernel_events(trace: Path) -> list[dict]:
     return [{"name": e["name"], "start": float(e["ts"]), "end": float(e["ts"]) + float(e["dur"])} for e in kernels]
 
 
-def profile(engine_path: Path, replays: int, warmup: int, work: Path) -> dict:
+def profile(engine_path: Path, replays: int, warmup: int) -> dict:
     import torch
     import tensoracle
 
@@ -122,7 +117,7 @@ def profile(engine_path: Path, replays: int, warmup: int, work: Path) -> dict:
         for _ in range(replays):
             execution.enqueue(stream)
             torch.cuda.synchronize()
-    trace = work / f"{engine_path.stem}.trace.json"  # beside the engine: the device returns few files of OUT
+    trace = engine_path.with_suffix(".trace.json")  # beside the engine, not in OUT: the device returns few files
     prof.export_chrome_trace(str(trace))
     kernels = kernel_events(trace)
     if not kernels or len(kernels) % replays != 0:
@@ -174,12 +169,13 @@ def report(key: str, batch: int, r: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", required=True, help="the tensoracle binary (builds the engines)")
-    ap.add_argument("--out", required=True, help="folder for timeline.json, timeline.md and the traces")
+    ap.add_argument("--out", required=True, help="folder for timeline.json and timeline.md")
     ap.add_argument("--models", default="bert:1,gpt2:1",
                     help="MODEL:BATCH,... (bench/pytorch_models.py keys; default bert:1,gpt2:1)")
     ap.add_argument("--replays", type=int, default=50, help="graph-mode enqueues recorded (default 50)")
     ap.add_argument("--warmup", type=int, default=20, help="enqueues before recording (default 20)")
-    ap.add_argument("--engines", default=None, help="folder for the engines (KEY/KEY_bBATCH.engine), reused when there")
+    ap.add_argument("--engines", default=None, help="folder for the engines (KEY/KEY_bBATCH.engine, reused when there) and their traces (default: a new "
+                         "temporary folder)")
     args = ap.parse_args()
     import pytorch_models
 
@@ -194,7 +190,7 @@ def main() -> int:
         batch = int(batch_text or specs[key].batches[0])
         try:
             engine = build_engine(args.cli, specs[key], batch, work)
-            r = profile(engine, args.replays, args.warmup, engine.parent)
+            r = profile(engine, args.replays, args.warmup)
         except Exception as e:  # noqa: BLE001
             failed += 1
             results[f"{key}:{batch}"] = {"error": str(e)[-2000:]}

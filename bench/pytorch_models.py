@@ -506,6 +506,20 @@ class ModelSpec:
     output_shape: Callable[[int], list[int]]
 
 
+def write_model_files(spec: ModelSpec, folder: Path, seed: int = 0) -> nn.Module:
+    """Creates the model after torch.manual_seed(seed) and writes what a tensoracle build reads into `folder`: its
+    floating-point weights as f32 weights.safetensors and the network as net.json (which refers to the weights file
+    by that name, relative to itself). Returns the model."""
+    from safetensors.torch import save_file
+
+    torch.manual_seed(seed)
+    model = spec.create()
+    save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()},
+              str(Path(folder) / "weights.safetensors"))
+    spec.network().write(Path(folder) / "net.json")
+    return model
+
+
 def model_specs(tiny: bool = False) -> list[ModelSpec]:
     """The benchmark table: BERT-base (batch 1, 32; seq 128), BERT-large (L24 H1024, 16 heads, FFN 4096; batch
     32; seq 384), ResNet-50 (batch 1, 256; 224x224), GPT-2 small prefill (batch 1, 8, 16; seq 512), ViT-B/16

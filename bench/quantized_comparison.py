@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pytorch_models import model_specs  # noqa: E402
+from pytorch_models import model_specs, write_model_files  # noqa: E402
 
 
 def run(cmd, log) -> str:
@@ -102,11 +102,7 @@ def main() -> int:
         work.mkdir(exist_ok=True)
         rec = {"key": key, "title": spec.title, "batch": batch, "rows": []}
         results["models"].append(rec)
-        torch.manual_seed(0)
-        model = spec.create().eval()
-        save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()},
-                  str(work / "weights.safetensors"))
-        spec.network().write(work / "net.json")
+        model = write_model_files(spec, work).eval()
         # Calibration batches and the measured input: N(0, 1) hidden states of the encoder's input shape.
         gen = torch.Generator().manual_seed(1)
         batches = []

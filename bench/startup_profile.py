@@ -96,11 +96,7 @@ def main() -> int:
         import pytorch_models
 
         spec = next(s for s in pytorch_models.model_specs(False) if s.key == args.model)
-        torch.manual_seed(0)
-        model = spec.create()
-        save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()},
-                  str(work / "weights.safetensors"))
-        spec.network().write(work / "net.json")
+        pytorch_models.write_model_files(spec, work)
         batch = spec.batches[0]
         save_file({"x": torch.randn(*spec.input_shape(batch))}, str(work / "in.safetensors"))
         shape = "x".join(map(str, spec.input_shape(batch)))

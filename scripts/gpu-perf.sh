@@ -11,7 +11,7 @@
 # (--no-timing). PERF_STARTUP (bench/pytorch_models.py keys, comma-separated, e.g. bert,resnet50; empty, the default,
 # skips it) runs bench/startup_profile.py on each: where a fresh process's time to the first inference goes.
 # PERF_TIMELINE (MODEL:BATCH,..., e.g. bert:1,gpt2:1; empty, the default, skips it) installs the staged wheel and runs
-# bench/graph_timeline.py last: every kernel's duration and the gaps between them in a graph-mode enqueue.
+# bench/graph_timeline.py last: every kernel's own time and the gaps between them in a graph-mode enqueue.
 # Logs and results go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
