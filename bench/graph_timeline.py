@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # Kernel families by name (first match wins): what a row of the summary adds up.
 FAMILIES = [
     ("CUTLASS product", r"cutlass"),
+    # cuDNN's convolution kernels are named like cuBLASLt's (sm90_xmma_fprop_implicit_gemm_...): matched first.
+    ("convolution (cuDNN or ours)", r"fprop|conv"),
     ("cuBLASLt product", r"^sm90_xmma|^sm80_xmma|^nvjet|cublas|gemm"),
     ("our attention", r"attention_flash|attention_rowwise"),
     ("attention NaN scan", r"attention_causal_poison"),
@@ -37,6 +39,7 @@ FAMILIES = [
     ("generated elementwise (NVRTC)", r"fused_elementwise"),
     ("weight-only product", r"weight_only"),
     ("copies and transposes", r"copy|transpose"),
+    ("pooling", r"pool"),
 ]
 
 
