@@ -177,8 +177,9 @@ def main() -> int:
                     help="MODEL:BATCH,... (bench/pytorch_models.py keys; default bert:1,gpt2:1)")
     ap.add_argument("--replays", type=int, default=50, help="graph-mode enqueues recorded (default 50)")
     ap.add_argument("--warmup", type=int, default=20, help="enqueues before recording (default 20)")
-    ap.add_argument("--engines", default=None, help="folder for the engines (KEY/KEY_bBATCH.engine, reused when there) and their traces (default: a new "
-                         "temporary folder)")
+    ap.add_argument("--engines", default=None,
+                    help="folder for the engines (KEY/KEY_bBATCH.engine, reused when there) and their traces "
+                         "(default: a new temporary folder)")
     args = ap.parse_args()
     import pytorch_models
 
