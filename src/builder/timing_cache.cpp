@@ -1,4 +1,4 @@
-// TimingCache: problem keys, lookups, and the JSON file (format "tensoracle-timing-cache", version 1) read with
+// TimingCache: problem keys, lookups, and the JSON file (format "tensoracle-timing-cache", version 2) read with
 // validation and written atomically.
 #include "builder/timing_cache.hpp"
 
@@ -21,7 +21,9 @@ namespace tensoracle::builder {
 namespace {
 
 constexpr const char* kFormat = "tensoracle-timing-cache";
-constexpr int kVersion = 1;
+// Version 2: kernels timed as captured graphs replay them (version 1's choices came from plain launches, which weigh
+// the host's launch cost: its files are timed again).
+constexpr int kVersion = 2;
 constexpr std::uint64_t kMaxFileBytes = std::uint64_t{64} << 20;  // far above any real cache; refuses absurd files
 
 // An attribute value written exactly (doubles as hexadecimal floats), so that keys differ when values do.

@@ -71,11 +71,14 @@ struct StepLaunch {
   // hand-written kernels.
   const std::vector<const void*>* compiled = nullptr;
   // Launch the step's own kernels with programmatic dependent launch (kernels::launch_kernel): set by the execution
-  // context on sm_90 devices unless TENSORACLE_PROGRAMMATIC_LAUNCH=0, and for generated kernels only when their
-  // binary waits for the preceding steps (engines built before it did launch them plainly). Kernel timing leaves it
-  // off.
+  // context where programmatic_launch_wanted, and for generated kernels only when their binary waits for the preceding
+  // steps (engines built before it did launch them plainly); kernel timing sets it as the execution context would.
   bool programmatic = false;
 };
+
+// Whether the steps' kernels launch programmatically on `device` (StepLaunch::programmatic): a compute capability 9.0
+// or newer GPU, unless the environment sets TENSORACLE_PROGRAMMATIC_LAUNCH=0 (to compare, or to rule it out).
+bool programmatic_launch_wanted(int device);
 
 // What a kernel's prepare function computes for one step at one set of shapes, owned by the execution context until
 // the next set_input_shapes: attribute values, geometry, strides, library descriptors and plans.

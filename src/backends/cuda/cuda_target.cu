@@ -53,19 +53,6 @@ int matching_device(const nlohmann::json& target, const std::string& display_nam
                    : fmt::format("{}", fmt::join(seen, ", "))));
 }
 
-// Whether the steps' kernels launch programmatically on `device` (StepLaunch::programmatic): a compute capability 9.0
-// or newer GPU, unless the environment sets TENSORACLE_PROGRAMMATIC_LAUNCH=0 (to compare, or to rule it out).
-bool programmatic_launch_wanted(int device) {
-  const char* setting = std::getenv("TENSORACLE_PROGRAMMATIC_LAUNCH");
-  if (setting != nullptr && std::string(setting) == "0") return false;
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major >= 9;
-}
-
 class CudaContext;
 
 class CudaEngine final : public TargetEngine {
@@ -536,6 +523,17 @@ class CudaContext final : public TargetContext {
 std::unique_ptr<TargetContext> CudaEngine::create_context() const { return std::make_unique<CudaContext>(*this); }
 
 }  // namespace
+
+bool programmatic_launch_wanted(int device) {
+  const char* setting = std::getenv("TENSORACLE_PROGRAMMATIC_LAUNCH");
+  if (setting != nullptr && std::string(setting) == "0") return false;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
 
 std::future<void> start_device(const nlohmann::json& target_description) {
   if (!target_description.is_object()) return {};

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <random>
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
+#include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/device_guard.hpp"
 #include "tensoracle/logging.hpp"
@@ -120,16 +122,25 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     TENSORACLE_CUDA_CHECK(cudaEventCreate(&stop), "timing kernels");
     launch.handles = &handles;
     launch.stream = stream;
-    // The median of up to 10 timed runs after warm-up runs. A candidate whose first timed run is far slower than the
-    // best so far is dropped at once (a direct kernel can be 100x slower than cuDNN at large batches), and one whose
-    // launch fails (a library that refuses the problem) is skipped; if every candidate fails, the last error is thrown.
+    // Each candidate's launches are timed as the engine's graph mode runs them: back to back in a captured CUDA graph,
+    // programmatically where the execution context launches so (timing plain launches adds the host's launch cost,
+    // which misjudges kernels of a few microseconds). After a plain warm-up run (caches; modules loaded) and one plain
+    // timed run, kGraphSpanMs of launches (1 to kMaxGraphLaunches) are captured into one graph; the median of up to 10
+    // of its replays, divided by the launches, is the candidate's time. A candidate whose plain run is far slower than
+    // the best so far is dropped at once (a direct kernel can be 100x slower than cuDNN at large batches), and one
+    // whose launch fails (a library that refuses the problem) is skipped; if every candidate fails, the last error is
+    // thrown. One whose launch can't be captured is timed with plain launches instead.
+    constexpr float kGraphSpanMs = 0.2F;
+    constexpr int kMaxGraphLaunches = 20;
+    launch.programmatic = programmatic_launch_wanted(device);
     std::size_t best = candidates.size();
     float best_ms = 0;
     std::exception_ptr last_error;
     std::vector<std::string> report;  // each candidate's result, logged at verbose level
-    auto time_once = [&](const KernelEntry* k, const StepState& state) {
+    // The time between events around `enqueue` on the stream.
+    auto time_once = [&](const std::function<void()>& enqueue) {
       TENSORACLE_CUDA_CHECK(cudaEventRecord(start, stream), "timing kernels");
-      k->launch(launch, state);
+      enqueue();
       TENSORACLE_CUDA_CHECK(cudaEventRecord(stop, stream), "timing kernels");
       TENSORACLE_CUDA_CHECK(cudaEventSynchronize(stop), "timing kernels");
       float ms = 0;
@@ -139,22 +150,39 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
     for (std::size_t c = 0; c < candidates.size(); ++c) {
       const KernelEntry* k = find_kernel_entry(candidates[c]);
       launch.workspace_bytes = scratch[c];
+      std::unique_ptr<CUgraphExec_st, decltype(&cudaGraphExecDestroy)> graph(nullptr, &cudaGraphExecDestroy);
       try {
         launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
         const std::unique_ptr<StepState> state = k->prepare(launch);
         launch.stream = stream;
-        time_once(k, *state);  // warm-up: caches
-        float first = time_once(k, *state);
+        const auto plain = [&] { k->launch(launch, *state); };
+        time_once(plain);  // warm-up: caches, and the kernels' modules loaded before any capture
+        const float first = time_once(plain);
         if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) {
           report.push_back(fmt::format("{} dropped ({:.4f} ms once)", candidates[c], first));
           continue;
         }
+        const int launches = static_cast<int>(
+            std::clamp(kGraphSpanMs / std::max(first, 1e-4F), 1.0F, static_cast<float>(kMaxGraphLaunches)));
+        std::string how = fmt::format("{} launches in a graph", launches);
+        try {
+          graph.reset(static_cast<cudaGraphExec_t>(graph_capture(device, stream, [&] {
+            for (int i = 0; i < launches; ++i) plain();
+          })));
+        } catch (const Error& e) {
+          cudaGetLastError();
+          how = fmt::format("plain launches (not capturable: {})", e.what());
+        }
+        const auto replay = [&] { TENSORACLE_CUDA_CHECK(cudaGraphLaunch(graph.get(), stream), "timing kernels"); };
+        const float per_run = graph != nullptr ? static_cast<float>(launches) : 1.0F;
+        if (graph != nullptr) time_once(replay);  // the graph's first launch uploads it
         const int runs = first > 20.0F ? 3 : 10;
-        std::vector<float> times{first};
-        for (int i = 1; i < runs; ++i) times.push_back(time_once(k, *state));
+        std::vector<float> times;
+        for (int i = 0; i < runs; ++i)
+          times.push_back((graph != nullptr ? time_once(replay) : time_once(plain)) / per_run);
         std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
         const float median = times[times.size() / 2];
-        report.push_back(fmt::format("{} {:.4f} ms", candidates[c], median));
+        report.push_back(fmt::format("{} {:.4f} ms ({})", candidates[c], median, how));
         if (best == candidates.size() || median < best_ms) {
           best = c;
           best_ms = median;

@@ -484,6 +484,40 @@ TEST(CudaEngine, TimingCacheRebuildTimesNothingAndChoosesTheSameKernels) {
   EXPECT_EQ(step_kernels(second), step_kernels(first));
 }
 
+// The builder times each candidate as the graph mode runs it: launches captured into a CUDA graph and replayed
+// (kernel_timing.cu), every candidate of a model's usual layers capturable. The verbose log line of each timed layer
+// says how each candidate was timed.
+TEST(CudaEngine, KernelTimingReplaysEveryCandidateInACapturedGraph) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  RandomWeights weights(rng, {{"w1", {256, 128}}, {"w2", {128, 256}}});
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 128});
+  Tensor h = net.add_activation("relu", net.add_linear(x, net.add_constant(weights.file->get("w1"))));
+  h = net.add_softmax(net.add_linear(h, net.add_constant(weights.file->get("w2"))), -1);
+  net.mark_output(h, "y");
+  BuilderConfig c;
+  c.target = Target::cuda(0);
+  c.precision = Precision::kFp16;
+  c.add_profile("x", {1, 128}, {128, 128}, {256, 128});
+  std::vector<std::string> timed;
+  set_log_callback([&](LogSeverity, std::string_view message) {
+    if (message.find("build: timed '") != std::string_view::npos) timed.emplace_back(message);
+  });
+  const LogSeverity level = log_level();
+  set_log_level(LogSeverity::kVerbose);
+  const std::vector<std::byte> engine = Builder(c).build(net);
+  set_log_level(level);
+  set_log_callback(nullptr);
+  ASSERT_FALSE(timed.empty()) << "no layer had two candidates to time";
+  for (const std::string& line : timed) {
+    EXPECT_NE(line.find("launches in a graph"), std::string::npos) << line;
+    EXPECT_EQ(line.find("not capturable"), std::string::npos) << line;
+    EXPECT_EQ(line.find("failed"), std::string::npos) << line;
+  }
+  EXPECT_FALSE(step_kernels(engine).empty());
+}
+
 TEST(CudaEngine, EngineForAnotherGpuModelIsRefused) {
   TENSORACLE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(4);

@@ -1,7 +1,7 @@
 // The linear kernels with an erf-GELU epilogue, run directly through their registry entries: CUTLASS's sm_90 products
-// and cuBLASLt's product followed by the GELU kernel, against a double-precision reference of the same f16/bf16
-// operands; every output element written; caller buffers planned again at each launch, misaligned ones run by the
-// fallback; replays in a captured CUDA graph.
+// and cuBLASLt's product followed by the GELU kernel, and CUTLASS's small-tile products without an activation, against
+// a double-precision reference of the same f16/bf16 operands; every output element written; caller buffers planned
+// again at each launch, misaligned ones run by the fallback; replays in a captured CUDA graph.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -31,10 +31,11 @@ struct Case {
   bool bias, residual;
 };
 
-// One linear layer x [m, k] · w[n, k]ᵀ (+ b) (+ r), activation gelu_erf, in a network whose graph the entries read.
+// One linear layer x [m, k] · w[n, k]ᵀ (+ b) (+ r), activation gelu_erf or none, in a network whose graph the entries
+// read.
 class FusedLinear {
  public:
-  FusedLinear(const Case& c, DataType dtype) : case_(c), dtype_(dtype) {
+  FusedLinear(const Case& c, DataType dtype, bool gelu) : case_(c), dtype_(dtype) {
     Tensor x = net_.add_input("x", dtype, {c.m, c.k});
     std::vector<std::uint16_t> zeros_w(static_cast<std::size_t>(c.n * c.k)), zeros_b(static_cast<std::size_t>(c.n));
     Tensor w = net_.add_constant_copy(dtype, {c.n, c.k}, zeros_w.data(), "w");
@@ -44,7 +45,7 @@ class FusedLinear {
       inputs.push_back(c.bias ? net_.add_constant_copy(dtype, {c.n}, zeros_b.data(), "b") : Tensor{});
     }
     if (c.residual) inputs.push_back(net_.add_input("r", dtype, {c.m, c.n}));
-    Tensor y = net_.add_layer("linear", inputs, {{"activation", std::string("gelu_erf")}}, "fc")[0];
+    Tensor y = net_.add_layer("linear", inputs, {{"activation", std::string(gelu ? "gelu_erf" : "none")}}, "fc")[0];
     net_.mark_output(y, "y");
   }
   const graph::Graph& graph() const { return graph::graph_of(net_); }
@@ -60,8 +61,8 @@ struct Run {
   std::vector<std::uint16_t> x, w, b, r;
 };
 
-// gelu_erf(x·wᵀ + b + r) in double from the rounded operands.
-std::vector<double> reference(const Case& c, const Run& in, DataType dtype) {
+// gelu_erf(x·wᵀ + b + r), or x·wᵀ + b + r, in double from the rounded operands.
+std::vector<double> reference(const Case& c, const Run& in, DataType dtype, bool gelu) {
   std::vector<double> y(static_cast<std::size_t>(c.m * c.n));
   for (std::int64_t i = 0; i < c.m; ++i) {
     for (std::int64_t j = 0; j < c.n; ++j) {
@@ -71,7 +72,7 @@ std::vector<double> reference(const Case& c, const Run& in, DataType dtype) {
              half_to_float(in.w[static_cast<std::size_t>(j * c.k + p)], dtype);
       }
       if (c.residual) s += half_to_float(in.r[static_cast<std::size_t>(i * c.n + j)], dtype);
-      y[static_cast<std::size_t>(i * c.n + j)] = 0.5 * s * (1.0 + std::erf(s * 0.70710678118654752440));
+      y[static_cast<std::size_t>(i * c.n + j)] = gelu ? 0.5 * s * (1.0 + std::erf(s * 0.70710678118654752440)) : s;
     }
   }
   return y;
@@ -95,10 +96,10 @@ enum class Binding { kFixed, kCaller, kCallerMisaligned };
 
 // Runs `kernel` on the case, plainly or captured in a graph replayed twice, each time after poisoning the output;
 // returns the output and its error against the reference.
-void run_kernel(const std::string& kernel, const Case& c, DataType dtype, Binding binding, bool capture,
+void run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool gelu, Binding binding, bool capture,
                 std::vector<std::uint16_t>& result, double& error) {
   error = std::numeric_limits<double>::infinity();
-  FusedLinear linear(c, dtype);
+  FusedLinear linear(c, dtype, gelu);
   std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.n * 7 + c.k));
   Run in;
   in.x = random_halves(static_cast<std::size_t>(c.m * c.k), dtype, 1.0F, rng);
@@ -128,7 +129,7 @@ void run_kernel(const std::string& kernel, const Case& c, DataType dtype, Bindin
     return;
   }
   result = y.download<std::uint16_t>(static_cast<std::size_t>(c.m * c.n), y_offset);
-  error = rel_l2(result, reference(c, in, dtype), dtype);
+  error = rel_l2(result, reference(c, in, dtype, gelu), dtype);
 }
 
 const std::vector<Case> kCases = {
@@ -138,25 +139,31 @@ const std::vector<Case> kCases = {
     {300, 264, 72, false, false},  // no bias, partial tiles everywhere
     {64, 32, 16, false, true},     // a residual without a bias
     {300, 520, 136, true, false},  // partial tiles in m and n, k not a tile multiple
+    {128, 768, 1024, true, true},  // one sequence of 128 at BERT-base's width: few rows, a long k
 };
 
-std::vector<std::string> fused_kernels(DataType dtype) {
+// The entries for linear with erf-GELU (cuBLASLt's product then the GELU kernel, and every CUTLASS configuration), or
+// without an activation (cuBLASLt's product, and CUTLASS's small tiles), that this build has.
+std::vector<std::string> linear_kernels(DataType dtype, bool gelu) {
   const std::string prefix = dtype == DataType::kF16 ? "linear_f16_f32acc_" : "linear_bf16_f32acc_";
-  std::vector<std::string> names = {prefix + "cublaslt_bias_epilogue"};  // cuBLASLt's product, then the GELU kernel
-  for (const char* config : {"coop128x256", "coop128x128", "pingpong128x128"}) {
-    const std::string name = prefix + "cutlass_sm90_" + config + "_gelu_erf";
+  std::vector<std::string> names = {prefix + "cublaslt_bias_epilogue"};
+  const std::vector<const char*> gelu_configs = {"coop128x256", "coop128x128", "pingpong128x128", "pingpong64x128",
+                                                 "pingpong64x64"};
+  const std::vector<const char*> plain_configs = {"pingpong64x128", "pingpong64x64"};
+  for (const char* config : gelu ? gelu_configs : plain_configs) {
+    const std::string name = prefix + "cutlass_sm90_" + config + (gelu ? "_gelu_erf" : "");
     if (find_kernel_entry(name) != nullptr) names.push_back(name);
   }
   return names;
 }
 
-TEST(CudaFusedLinear, ErfGeluEpilogueMatchesTheReferenceForEveryKernelAndBinding) {
-  TENSORACLE_SKIP_WITHOUT_GPU();
+// Every kernel of linear_kernels on every case, binding and launch (plain, captured).
+void check_every_kernel(bool gelu) {
   for (DataType dtype : {DataType::kF16, DataType::kBF16}) {
-    const std::vector<std::string> kernels = fused_kernels(dtype);
-    // An sm_90 GPU with a build that has CUTLASS runs all four; other GPUs the cuBLASLt one.
+    const std::vector<std::string> kernels = linear_kernels(dtype, gelu);
+    // An sm_90 GPU with a build that has CUTLASS runs them all; other GPUs the cuBLASLt one.
     if (gpu_test::has_gpu(true) && gpu_test::gpu_required()) {
-      EXPECT_EQ(kernels.size(), 4u);
+      EXPECT_EQ(kernels.size(), gelu ? 6u : 3u);
     }
     const double limit = dtype == DataType::kF16 ? 2e-3 : 1.2e-2;
     for (const std::string& kernel : kernels) {
@@ -168,13 +175,23 @@ TEST(CudaFusedLinear, ErfGeluEpilogueMatchesTheReferenceForEveryKernelAndBinding
                          " binding " + std::to_string(static_cast<int>(binding)) + (capture ? " captured" : ""));
             std::vector<std::uint16_t> y;
             double error = 0;
-            run_kernel(kernel, c, dtype, binding, capture, y, error);
+            run_kernel(kernel, c, dtype, gelu, binding, capture, y, error);
             EXPECT_LT(error, limit);
           }
         }
       }
     }
   }
+}
+
+TEST(CudaFusedLinear, ErfGeluEpilogueMatchesTheReferenceForEveryKernelAndBinding) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  check_every_kernel(true);
+}
+
+TEST(CudaFusedLinear, SmallTileProductsWithoutActivationMatchTheReferenceForEveryBinding) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  check_every_kernel(false);
 }
 
 }  // namespace

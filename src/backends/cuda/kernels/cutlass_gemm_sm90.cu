@@ -1,14 +1,23 @@
-// linear's erf-GELU products of cutlass_gemm_sm90.hpp for f16 operands with a residual C, and the dispatch by dtype and
-// C (compiled for sm_90a only).
+// linear's erf-GELU products (128-row tiles) of cutlass_gemm_sm90.hpp for f16 operands with a residual C, and the
+// dispatch by dtype and C (compiled for sm_90a only).
 #include "backends/cuda/kernels/cutlass_gemm_sm90.cuh"
 
 namespace tensoracle::cuda::sm90 {
 
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count) {
-  return make_typed_fused_gemm<cutlass::half_t, cutlass::half_t>(config, device, sm_count);
+  return make_large_tile_gelu_gemm<cutlass::half_t, cutlass::half_t>(config, device, sm_count);
 }
 
-std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, bool residual, int device, int sm_count) {
+std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, Activation activation, bool residual,
+                                           int device, int sm_count) {
+  if (small_tiles(config)) {
+    switch (dtype) {
+      case DataType::kF16: return make_f16_small_tile_gemm(config, activation, residual, device, sm_count);
+      case DataType::kBF16: return make_bf16_small_tile_gemm(config, activation, residual, device, sm_count);
+      default: return nullptr;
+    }
+  }
+  if (activation != Activation::kGeluErf) return nullptr;
   switch (dtype) {
     case DataType::kF16:
       return residual ? make_f16_fused_gemm(config, device, sm_count)

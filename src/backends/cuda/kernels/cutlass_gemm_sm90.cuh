@@ -42,7 +42,7 @@ struct Config {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
-// The three configurations of GemmConfig, for operands of kBits bits.
+// The configurations of GemmConfig, for operands of kBits bits.
 template <GemmConfig kConfig, int kBits>
 struct ConfigTraits;
 template <int kBits>
@@ -56,6 +56,14 @@ struct ConfigTraits<GemmConfig::kCooperative128x128, kBits>
 template <int kBits>
 struct ConfigTraits<GemmConfig::kPingpong128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+             cutlass::epilogue::TmaWarpSpecialized> {};
+template <int kBits>
+struct ConfigTraits<GemmConfig::kPingpong64x128, kBits>
+    : Config<64, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+             cutlass::epilogue::TmaWarpSpecialized> {};
+template <int kBits>
+struct ConfigTraits<GemmConfig::kPingpong64x64, kBits>
+    : Config<64, 64, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
              cutlass::epilogue::TmaWarpSpecialized> {};
 
 // value · (1 / scale) for a fragment of values and the fragment of one broadcast scale: one reciprocal (rounded to
@@ -306,25 +314,45 @@ class CutlassFusedGemm final : public FusedGemm {
   Adapter adapter_;
 };
 
-// linear's erf-GELU product of `config` for one element type (operands and result): with a residual C, or without C
-// (no shared memory held for C's stages).
-template <typename Element, typename ElementC>
+// linear's product of `config` for one element type (operands and result) and activation (GeluErfFloat, or
+// cutlass::epilogue::thread::Identity): with a residual C (ElementC = Element), or without C (void: no shared memory
+// held for C's stages); the configurations of kBuilt only (nullptr for another).
+template <typename Element, typename ElementC, template <class> class ActivationFn, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, int sm_count) {
-  switch (config) {
-    case GemmConfig::kCooperative128x256:
-      return std::make_unique<
-          CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x256, Element, ElementC>>(
-          device, sm_count);
-    case GemmConfig::kCooperative128x128:
-      return std::make_unique<
-          CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kCooperative128x128, Element, ElementC>>(
-          device, sm_count);
-    case GemmConfig::kPingpong128x128:
-      return std::make_unique<
-          CutlassFusedGemm<Element, Element, GeluErfFloat, false, GemmConfig::kPingpong128x128, Element, ElementC>>(
-          device, sm_count);
+  std::unique_ptr<FusedGemm> gemm;
+  ((config == kBuilt
+        ? (gemm = std::make_unique<CutlassFusedGemm<Element, Element, ActivationFn, false, kBuilt, Element, ElementC>>(
+               device, sm_count),
+           0)
+        : 0),
+   ...);
+  return gemm;
+}
+
+// The 128-row configurations of one element type with erf-GELU, with a residual C (ElementC = Element) or without C
+// (void).
+template <typename Element, typename ElementC>
+std::unique_ptr<FusedGemm> make_large_tile_gelu_gemm(GemmConfig config, int device, int sm_count) {
+  return make_typed_fused_gemm<Element, ElementC, GeluErfFloat, GemmConfig::kCooperative128x256,
+                               GemmConfig::kCooperative128x128, GemmConfig::kPingpong128x128>(config, device, sm_count);
+}
+
+// The small-tile configurations (GemmConfig's kPingpong64x128 and kPingpong64x64) of one element type, with erf-GELU
+// or no activation, with a residual C or without C; nullptr for another activation or configuration.
+template <typename Element>
+std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activation activation, bool residual,
+                                                      int device, int sm_count) {
+  constexpr GemmConfig k64x128 = GemmConfig::kPingpong64x128, k64x64 = GemmConfig::kPingpong64x64;
+  using cutlass::epilogue::thread::Identity;
+  switch (activation) {
+    case Activation::kGeluErf:
+      return residual ? make_typed_fused_gemm<Element, Element, GeluErfFloat, k64x128, k64x64>(config, device, sm_count)
+                      : make_typed_fused_gemm<Element, void, GeluErfFloat, k64x128, k64x64>(config, device, sm_count);
+    case Activation::kNone:
+      return residual ? make_typed_fused_gemm<Element, Element, Identity, k64x128, k64x64>(config, device, sm_count)
+                      : make_typed_fused_gemm<Element, void, Identity, k64x128, k64x64>(config, device, sm_count);
+    default: return nullptr;
   }
-  return nullptr;
 }
 
 // quantized_linear's product of `config` for one operand type, f16 result: the configurations of kBuilt only. i8
@@ -387,12 +415,18 @@ std::unique_ptr<FusedGemm> make_typed_quantized_residual_gemm(GemmConfig config,
   return gemm;
 }
 
-// linear's erf-GELU products with a residual C, and without C (_no_c): f16 (cutlass_gemm_sm90.cu, ..._no_c.cu), bf16
-// (..._bf16.cu, ..._bf16_no_c.cu), files of their own so that the instantiations compile in parallel.
+// linear's erf-GELU products of the 128-row configurations with a residual C, and without C (_no_c): f16
+// (cutlass_gemm_sm90.cu, ..._no_c.cu), bf16 (..._bf16.cu, ..._bf16_no_c.cu), files of their own so that the
+// instantiations compile in parallel.
 std::unique_ptr<FusedGemm> make_f16_fused_gemm(GemmConfig config, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_fused_gemm(GemmConfig config, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_f16_fused_gemm_no_c(GemmConfig config, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_fused_gemm_no_c(GemmConfig config, int device, int sm_count);
+// linear's small-tile products (make_typed_small_tile_gemm): f16 (..._small_tiles.cu), bf16 (..._bf16_small_tiles.cu).
+std::unique_ptr<FusedGemm> make_f16_small_tile_gemm(GemmConfig config, Activation activation, bool residual, int device,
+                                                    int sm_count);
+std::unique_ptr<FusedGemm> make_bf16_small_tile_gemm(GemmConfig config, Activation activation, bool residual,
+                                                     int device, int sm_count);
 // The quantized products, f16 result (..._fp8.cu, ..._int8.cu) and result quantized again (..._requantized.cu).
 std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, int device,
                                                       int sm_count);

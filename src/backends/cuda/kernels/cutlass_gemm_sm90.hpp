@@ -23,7 +23,16 @@ enum class GemmConfig {
   kCooperative128x256,  // 128x256x64 tiles, clusters of 2x1
   kCooperative128x128,  // 128x128x64 tiles, no cluster
   kPingpong128x128,     // 128x128x64 tiles, no cluster
+  // Small tiles, for products of few rows (a batch of one sequence): more tiles than 128-row ones keep more of the
+  // GPU's multiprocessors busy. A ping-pong warpgroup takes a 64-row tile of its own.
+  kPingpong64x128,  // 64x128x64 tiles, no cluster
+  kPingpong64x64,   // 64x64x64 tiles, no cluster
 };
+
+// Whether a configuration is one of the small-tile ones (built for linear without an activation too).
+constexpr bool small_tiles(GemmConfig config) {
+  return config == GemmConfig::kPingpong64x128 || config == GemmConfig::kPingpong64x64;
+}
 
 // One product, row-major: D[m, n] = act(scale[n] · (A[m, k] · B[n, k]ᵀ) + bias[n] + C[m, n]), accumulated in f32 (i32
 // for i8 operands) with the scale, bias, residual and activation applied to the f32 value and D rounded once. B is a
@@ -99,10 +108,12 @@ class FusedGemm {
 #if defined(TENSORACLE_HAVE_CUTLASS_SM90)
 // Whether this build has the kernels: CMake found CUTLASS and builds sm_90 (src/CMakeLists.txt).
 constexpr bool kFusedGemmBuilt = true;
-// The product of one configuration for f16 or bf16 operands on `device` (an sm_90 GPU with `sm_count`
-// multiprocessors), erf-GELU epilogue; nullptr for another dtype. Without a `residual` the kernel takes no C
-// (GemmProblem::c must stay nullptr) and holds no shared memory for it.
-std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, bool residual, int device, int sm_count);
+// linear's product of one configuration for f16 or bf16 operands on `device` (an sm_90 GPU with `sm_count`
+// multiprocessors), with an erf-GELU epilogue (every configuration) or none (Activation::kNone: the small-tile ones);
+// nullptr for another dtype, activation or configuration. Without a `residual` the kernel takes no C (GemmProblem::c
+// must stay nullptr) and holds no shared memory for it.
+std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, Activation activation, bool residual,
+                                           int device, int sm_count);
 // The quantized product of one configuration: i8 or f8e4m3 operands, scale per column, f16 D (bias and C f16 too), or
 // with `quantized_output` D quantized to the operands' type; nullptr for another dtype or a configuration not built for
 // the operands (f16 D: i8 kCooperative128x256 and kPingpong128x128, f8e4m3 kCooperative128x256 and
@@ -117,8 +128,8 @@ std::unique_ptr<FusedGemm> make_quantized_residual_gemm(GemmConfig config, DataT
                                                         Activation activation, int device, int sm_count);
 #else
 constexpr bool kFusedGemmBuilt = false;
-inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, bool /*residual*/,
-                                                  int /*device*/, int /*sm_count*/) {
+inline std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig /*config*/, DataType /*dtype*/, Activation /*activation*/,
+                                                  bool /*residual*/, int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 inline std::unique_ptr<FusedGemm> make_quantized_gemm(GemmConfig /*config*/, DataType /*operands*/,

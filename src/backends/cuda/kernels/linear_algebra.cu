@@ -654,10 +654,11 @@ void launch_linear(const StepLaunch& launch, const LinearPlan& plan) {
 
 // ---- linear on Hopper through CUTLASS: bias, residual and erf-GELU in the product's epilogue ----
 
-// kConfig's product (cutlass_gemm_sm90.hpp) for a linear layer with activation "gelu_erf". Its operands move through
-// the bulk tensor copy engine, so every address must be 16-byte aligned: a step that reads or writes a caller buffer
-// plans again at each enqueue and runs `fallback` (cuBLASLt, then the GELU kernel; without cuBLASLt scratch, as the
-// entry declares none) for buffers that are not.
+// kConfig's product (cutlass_gemm_sm90.hpp) for a linear layer with activation "gelu_erf", or none (the small-tile
+// configurations, for products of few rows where cuBLASLt's kernels leave most of the GPU idle). Its operands move
+// through the bulk tensor copy engine, so every address must be 16-byte aligned: a step that reads or writes a caller
+// buffer plans again at each enqueue and runs `fallback` (cuBLASLt, then the GELU kernel; without cuBLASLt scratch, as
+// the entry declares none) for buffers that are not.
 struct FusedLinearPlan {
   std::unique_ptr<sm90::FusedGemm> gemm;  // nullptr: an empty product, which `fallback` does
   sm90::GemmProblem problem;
@@ -686,8 +687,18 @@ FusedLinearPlan prepare_fused_linear(const StepLaunch& launch) {
     plan.fallback = prepare_linear<true>(launch);
     return plan;
   }
-  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype, residual != nullptr, gpu.device, gpu.sm_count);
-  if (plan.gemm == nullptr) launch.attrs->fail("this build has no CUTLASS sm_90 product for the dtype");
+  const std::string activation = launch.attrs->get_string("activation", "none");
+  if (activation != "gelu_erf" && activation != "none") {
+    launch.attrs->fail(fmt::format("the CUTLASS sm_90 products have no activation '{}'", activation));
+  }
+  plan.gemm = sm90::make_fused_gemm(kConfig, out.dtype,
+                                    activation == "gelu_erf" ? sm90::Activation::kGeluErf : sm90::Activation::kNone,
+                                    residual != nullptr, gpu.device, gpu.sm_count);
+  if (plan.gemm == nullptr) {
+    launch.attrs->fail(
+        fmt::format("this build has no CUTLASS sm_90 product of this configuration for {} with activation '{}'",
+                    to_string(out.dtype), activation));
+  }
   if (!plan.gemm->can_implement(p)) {
     launch.attrs->fail(fmt::format("CUTLASS's sm_90 product does not take a {}x{}x{} problem", p.m, p.n, p.k));
   }
@@ -786,12 +797,13 @@ std::size_t linear_workspace(const graph::Graph& graph, const graph::Layer& laye
                                has_tensor(layer, 3), precision, layer.name);
 }
 
-// The CUTLASS products: activation "gelu_erf" (the other epilogues are cuBLASLt's), a constant 2D weight [n, k] with n
-// and k multiples of 8 (16-byte rows for the bulk tensor copy engine).
-template <DataType kDtype>
+// The CUTLASS products: activation "gelu_erf" (kGelu) or none (the other epilogues are cuBLASLt's), a constant 2D
+// weight [n, k] with n and k multiples of 8 (16-byte rows for the bulk tensor copy engine).
+template <DataType kDtype, bool kGelu>
 bool supports_fused_linear(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
   if (!supports_gemm<kDtype>(graph, layer, precision)) return false;
-  if (graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none") != "gelu_erf") return false;
+  const std::string activation = graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none");
+  if (activation != (kGelu ? "gelu_erf" : "none")) return false;
   const Dims weight = graph.static_dims(layer.inputs[1]);
   return weight.rank() == 2 && weight[0] > 0 && weight[1] > 0 && weight[0] % 8 == 0 && weight[1] % 8 == 0;
 }
@@ -1060,21 +1072,27 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
   if (sm90::kFusedGemmBuilt) {
     using sm90::GemmConfig;
+    // erf-GELU: every configuration; no activation: the small tiles (cuBLASLt's products are as fast at 128 rows).
+#define TENSORACLE_CUTLASS_LINEAR(dtype_name, dtype, config, config_name, gelu)   \
+  prepared_kernel<prepare_fused_linear<GemmConfig::config>, launch_fused_linear>( \
+      "linear_" #dtype_name "_f32acc_cutlass_sm90_" config_name, "linear", supports_fused_linear<dtype, gelu>)
     const std::vector<KernelEntry> fused = {
-        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x256>, launch_fused_linear>(
-            "linear_f16_f32acc_cutlass_sm90_coop128x256_gelu_erf", "linear", supports_fused_linear<DataType::kF16>),
-        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x128>, launch_fused_linear>(
-            "linear_f16_f32acc_cutlass_sm90_coop128x128_gelu_erf", "linear", supports_fused_linear<DataType::kF16>),
-        prepared_kernel<prepare_fused_linear<GemmConfig::kPingpong128x128>, launch_fused_linear>(
-            "linear_f16_f32acc_cutlass_sm90_pingpong128x128_gelu_erf", "linear", supports_fused_linear<DataType::kF16>),
-        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x256>, launch_fused_linear>(
-            "linear_bf16_f32acc_cutlass_sm90_coop128x256_gelu_erf", "linear", supports_fused_linear<DataType::kBF16>),
-        prepared_kernel<prepare_fused_linear<GemmConfig::kCooperative128x128>, launch_fused_linear>(
-            "linear_bf16_f32acc_cutlass_sm90_coop128x128_gelu_erf", "linear", supports_fused_linear<DataType::kBF16>),
-        prepared_kernel<prepare_fused_linear<GemmConfig::kPingpong128x128>, launch_fused_linear>(
-            "linear_bf16_f32acc_cutlass_sm90_pingpong128x128_gelu_erf", "linear",
-            supports_fused_linear<DataType::kBF16>),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative128x256, "coop128x256_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative128x128, "coop128x128_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128, "pingpong128x128_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x128, "pingpong64x128_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x128, "pingpong64x128", false),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64", false),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x256, "coop128x256_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x128, "coop128x128_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128, "pingpong128x128_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x128, "pingpong64x128_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x64, "pingpong64x64_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x128, "pingpong64x128", false),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x64, "pingpong64x64", false),
     };
+#undef TENSORACLE_CUTLASS_LINEAR
     kernels.insert(kernels.end(), fused.begin(), fused.end());
   }
 }
