@@ -164,14 +164,14 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
         }
         const int launches = static_cast<int>(
             std::clamp(kGraphSpanMs / std::max(first, 1e-4F), 1.0F, static_cast<float>(kMaxGraphLaunches)));
-        std::string how = fmt::format("{} launches in a graph", launches);
+        std::string how = fmt::format("in a graph of {} launch{}", launches, launches == 1 ? "" : "es");
         try {
           graph.reset(static_cast<cudaGraphExec_t>(graph_capture(device, stream, [&] {
             for (int i = 0; i < launches; ++i) plain();
           })));
         } catch (const Error& e) {
           cudaGetLastError();
-          how = fmt::format("plain launches (not capturable: {})", e.what());
+          how = fmt::format("launched plainly, not capturable: {}", e.what());
         }
         const auto replay = [&] { TENSORACLE_CUDA_CHECK(cudaGraphLaunch(graph.get(), stream), "timing kernels"); };
         const float per_run = graph != nullptr ? static_cast<float>(launches) : 1.0F;

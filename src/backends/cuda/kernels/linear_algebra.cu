@@ -1072,7 +1072,8 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
   if (sm90::kFusedGemmBuilt) {
     using sm90::GemmConfig;
-    // erf-GELU: every configuration; no activation: the small tiles (cuBLASLt's products are as fast at 128 rows).
+    // erf-GELU: every configuration. No activation: the small tiles only, for products of few rows (with many rows
+    // cuBLASLt's plain products run at 643-656 TFLOP/s, docs/performance.md).
 #define TENSORACLE_CUTLASS_LINEAR(dtype_name, dtype, config, config_name, gelu)   \
   prepared_kernel<prepare_fused_linear<GemmConfig::config>, launch_fused_linear>( \
       "linear_" #dtype_name "_f32acc_cutlass_sm90_" config_name, "linear", supports_fused_linear<dtype, gelu>)
