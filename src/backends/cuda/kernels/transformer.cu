@@ -33,6 +33,8 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/cudnn_attention.hpp"
 #include "backends/cuda/kernels/cudnn_util.hpp"
+#include "backends/cuda/kernels/cutlass_attention_sm90.hpp"
+#include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
 #include "backends/cuda/kernels/mma_sm80.cuh"
 #include "graph/ops/attention_layout.hpp"
 #include "tensoracle/logging.hpp"
@@ -1038,6 +1040,113 @@ void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& 
   }
 }
 
+// ---- attention through CUTLASS's Hopper FMHA kernels ----
+// CUTLASS's warp-specialized flash attention (cutlass_attention_sm90.hpp) for f16/bf16 on compute capability 9.0
+// GPUs, timed against cuDNN's and ours: no mask input, one kv head per query head, head dim 64 or 128 (d = dv), whole
+// tiles of 64 or 128 keys, sequence lengths multiples of 8. Like cuDNN's it skips the keys that causal masking hides,
+// so the same kernel applies the reference's 0·v rule after it. Other problems (the shapes can change at
+// set_input_shapes), and bound addresses that are not 16-byte aligned, run our flash kernel (`ours`).
+struct CutlassAttentionPlan {
+  AttentionPlan ours;
+  std::unique_ptr<sm90::FusedAttention> fused;  // nullptr: `ours` runs
+  sm90::AttentionProblem problem;
+  bool rebind = false;  // a caller buffer: its address is bound, and the kernel planned again, at each launch
+  AttentionKernel poison = nullptr;  // causal only
+  dim3 poison_grid;
+};
+
+// The problem's q, k, v and output addresses from the launch's tensors (their offsets included); false when one is
+// not 16-byte aligned.
+bool bind_attention_problem(const StepLaunch& launch, const AttentionParams& p, sm90::AttentionProblem& a) {
+  const auto at = [](const void* base, std::int64_t offset) {
+    return static_cast<const std::uint16_t*>(base) + offset;
+  };
+  a.q = at(launch.inputs.at(0).data, p.qs.offset);
+  a.k = at(launch.inputs.at(1).data, p.ks.offset);
+  a.v = at(launch.inputs.at(2).data, p.vs.offset);
+  a.out = const_cast<std::uint16_t*>(at(launch.outputs.at(0).data, p.os.offset));
+  return aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.out);
+}
+
+template <bool kBf16>
+CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
+  const sm90::DeviceInfo gpu = sm90::current_device(kernels::layer_name(launch));
+  if (gpu.sm_count == 0) {
+    launch.attrs->fail(
+        fmt::format("CUTLASS's sm_90 attention runs on compute capability 9.0 GPUs, not {}.{}", gpu.major, gpu.minor));
+  }
+  CutlassAttentionPlan plan;
+  plan.ours = prepare_attention_flash<kBf16>(launch);
+  const AttentionParams& p = plan.ours.params;
+  const auto decline = [&](const char* why) {
+    log(LogSeverity::kVerbose,
+        fmt::format("{}: CUTLASS's sm_90 attention does not take B={} H={}/{} S={}/{} D={}/{} "
+                    "({}); the flash kernel runs instead",
+                    kernels::layer_name(launch), p.batch, p.hq, p.hkv, p.sq, p.skv, p.d, p.dv, why));
+    plan.fused.reset();
+    return std::move(plan);
+  };
+  if (plan.ours.empty) return plan;
+  // (The poisoning kernel's grid takes at most 65535 chunks of keys: 4 Mi keys.)
+  if (plan.ours.has_mask || plan.ours.flash.kernel == nullptr || p.skv == 0 || p.hq != p.hkv || p.d != p.dv ||
+      (p.skv + kPoisonKeys - 1) / kPoisonKeys > 65535) {
+    return decline("a mask, grouped heads, other value dims, or a shape the flash kernel does not take");
+  }
+  sm90::AttentionProblem& a = plan.problem;
+  a.batch = p.batch;
+  a.heads = p.hq;
+  a.sq = p.sq;
+  a.skv = p.skv;
+  a.head_dim = p.d;
+  const auto strides = [](const HeadStrides& h, std::int64_t(&out)[3]) {
+    out[0] = h.ss;
+    out[1] = h.sh;
+    out[2] = h.sb;
+  };
+  strides(p.qs, a.q_stride);
+  strides(p.ks, a.k_stride);
+  strides(p.vs, a.v_stride);
+  strides(p.os, a.o_stride);
+  a.scale = p.scale_f;
+  plan.fused =
+      sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, gpu.device, gpu.sm_count);
+  if (plan.fused == nullptr || !plan.fused->can_implement(a)) {
+    return decline("head dims 64 and 128, whole tiles of 64 or 128 keys, sequences of multiples of 8 only");
+  }
+  if (plan.fused->workspace_bytes(a) > launch.workspace_bytes)
+    return decline("more rows than the step's scratch holds");
+  const DeviceTensor* tensors[] = {&launch.inputs.at(0), &launch.inputs.at(1), &launch.inputs.at(2),
+                                   &launch.outputs.at(0)};
+  for (const DeviceTensor* t : tensors) plan.rebind = plan.rebind || t->caller_buffer;
+  if (!plan.rebind) {
+    if (!bind_attention_problem(launch, p, a)) return decline("an address not 16-byte aligned");
+    plan.fused->plan(a, launch.workspace, kernels::layer_name(launch).c_str());
+  }
+  if (p.causal) {
+    plan.poison = attention_causal_poison_kernel<kBf16>;
+    plan.poison_grid =
+        dim3(static_cast<unsigned>(p.batch * p.hkv), static_cast<unsigned>((p.skv + kPoisonKeys - 1) / kPoisonKeys));
+  }
+  return plan;
+}
+
+void launch_attention_cutlass(const StepLaunch& launch, const CutlassAttentionPlan& plan) {
+  if (plan.fused == nullptr) return launch_attention(launch, plan.ours);
+  const AttentionParams& p = plan.ours.params;
+  if (plan.rebind) {
+    sm90::AttentionProblem a = plan.problem;
+    if (!bind_attention_problem(launch, p, a)) return launch_attention(launch, plan.ours);
+    plan.fused->plan(a, launch.workspace, kernels::layer_name(launch).c_str());
+  }
+  plan.fused->run(launch.stream, kernels::layer_name(launch).c_str());
+  if (plan.poison != nullptr) {
+    AttentionParams bound = p;
+    bound.v = launch.inputs.at(2).data;
+    bound.out = launch.outputs.at(0).data;
+    launch_kernel(launch, plan.poison, plan.poison_grid, kPoisonThreads, 0, bound);
+  }
+}
+
 // ---- rotary_embedding ----
 // Thread (s, e) of the grid's x extent handles pair e < rotary_dim/2 of position s (or pass-through column
 // rotary_dim + e - rotary_dim/2) for the rows (batch·heads) blockIdx.y, blockIdx.y + gridDim.y, ...; the angle's
@@ -1160,6 +1269,11 @@ bool supports_attention_cudnn(const graph::Graph& graph, const graph::Layer& lay
 }
 
 template <DataType kDtype>
+bool supports_attention_cutlass(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  return sm90::kFusedAttentionBuilt && supports_attention_cudnn<kDtype>(graph, layer, precision);
+}
+
+template <DataType kDtype>
 bool supports_rotary(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   if (!has_input(layer, 0) || graph.tensor(layer.inputs[0]).dtype != kDtype || layer.outputs.size() != 1 ||
       graph.tensor(layer.outputs[0]).dtype != kDtype) {
@@ -1186,6 +1300,13 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
       prepared_kernel<prepare_attention_cudnn<true>, launch_attention_cudnn>("attention_bf16_f32acc_cudnn", "attention",
                                                                              supports_attention_cudnn<DataType::kBF16>,
                                                                              kCudnnAttentionWorkspace),
+      // f16/bf16 without a mask input on compute capability 9.0: CUTLASS's warp-specialized flash attention
+      prepared_kernel<prepare_attention_cutlass<false>, launch_attention_cutlass>(
+          "attention_f16_f32acc_cutlass_sm90", "attention", supports_attention_cutlass<DataType::kF16>,
+          kCudnnAttentionWorkspace),
+      prepared_kernel<prepare_attention_cutlass<true>, launch_attention_cutlass>(
+          "attention_bf16_f32acc_cutlass_sm90", "attention", supports_attention_cutlass<DataType::kBF16>,
+          kCudnnAttentionWorkspace),
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
       prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
                                                                         supports_attention<DataType::kF16>, 0),

@@ -1,0 +1,141 @@
+// CUTLASS's Hopper FMHA forward kernels behind cutlass_attention_sm90.hpp: one template over element type, head dim
+// and mask, instantiated by cutlass_attention_sm90{,_bf16}.cu (compiled for sm_90a only). The kernels come from the
+// FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on the include path: src/CMakeLists.txt).
+#pragma once
+
+#include <cutlass/cutlass.h>
+#include <cutlass/device_kernel.h>
+#include <cutlass/kernel_hardware_info.h>
+#include <cute/tensor.hpp>
+// CUTLASS's FMHA headers (examples/88_hopper_fmha).
+#include <collective/fmha_fusion.hpp>
+#include <kernel/fmha_kernel_builder.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#include "backends/cuda/kernels/cutlass_attention_sm90.hpp"
+#include "tensoracle/error.hpp"
+
+namespace tensoracle::cuda::sm90 {
+
+// kHeadDim 64: tiles of 128 queries by 64 keys; 128: 128 by 128; two consumer warpgroups of 64 query rows each and a
+// producer warpgroup loading Q, K and V through the bulk tensor copy engine. The unmasked kernel does not mask a
+// partial last key tile (CUTLASS's DefaultFusion), and the causal one masks only the tiles on the diagonal, so both
+// take key counts that are whole tiles only (can_implement).
+template <typename Element, int kHeadDim, bool kCausal>
+class CutlassFusedAttention final : public FusedAttention {
+  static constexpr int kKeyTile = kHeadDim == 64 ? 64 : 128;
+  using TileShape = cute::Shape<cute::_128, cute::Int<kKeyTile>, cute::Int<kHeadDim>>;
+  using Stride = cute::tuple<int, cute::_1, cute::tuple<int, int>>;  // (row, head dim, (batch, head))
+  using StrideLse = cute::tuple<cute::_1, cute::tuple<int, int>>;    // (row, (batch, head))
+  using Fusion =
+      std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>;
+  using Kernel =
+      typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride, Fusion,
+                                                  cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel;
+
+ public:
+  // Raises the kernel's shared-memory limit on the current device (host work, once per plan's owner).
+  CutlassFusedAttention(int device, int sm_count) {
+    hardware_.device_id = device;
+    hardware_.sm_count = sm_count;
+    constexpr int kSharedBytes = Kernel::SharedStorageSize;
+    if (kSharedBytes >= (48 << 10)) {
+      const cudaError_t status = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw CudaError(fmt::format("cudaFuncSetAttribute({} bytes of shared memory) for CUTLASS's sm_90 attention: {}",
+                                    kSharedBytes, cudaGetErrorString(status)));
+      }
+    }
+  }
+
+  bool can_implement(const AttentionProblem& p) const override {
+    constexpr auto kMax = std::numeric_limits<int>::max();
+    if (p.batch <= 0 || p.heads <= 0 || p.sq <= 0 || p.skv <= 0 || p.head_dim != kHeadDim) return false;
+    if (p.skv % kKeyTile != 0 || p.sq % 8 != 0) return false;
+    if (p.batch * p.heads * p.sq > kMax || p.skv > kMax) return false;
+    for (const std::int64_t* strides : {p.q_stride, p.k_stride, p.v_stride, p.o_stride}) {
+      for (int i = 0; i < 3; ++i) {
+        if (strides[i] <= 0 || strides[i] > kMax || strides[i] % 8 != 0) return false;
+      }
+    }
+    return Kernel::can_implement(arguments(p, nullptr));
+  }
+
+  std::size_t workspace_bytes(const AttentionProblem& p) const override {
+    return static_cast<std::size_t>(p.batch * p.heads * p.sq) * sizeof(float);
+  }
+
+  void plan(const AttentionProblem& p, void* workspace, const char* context) override {
+    if (!can_implement(p)) {
+      throw CudaError(fmt::format("{}: CUTLASS's sm_90 attention does not take the problem", context));
+    }
+    params_ = Kernel::to_underlying_arguments(arguments(p, static_cast<float*>(workspace)), nullptr);
+    // The kernel's arguments take 1/sqrt(D); the layer's scale replaces it (exp2 of scale·log2(e)·s).
+    params_.mainloop.scale_softmax = p.scale;
+    params_.mainloop.scale_softmax_log2 = static_cast<float>(static_cast<double>(p.scale) * M_LOG2E);
+  }
+
+  void run(cudaStream_t stream, const char* context) override {
+    cudaLaunchConfig_t config{};
+    config.gridDim = Kernel::get_grid_shape(params_);
+    config.blockDim = Kernel::get_block_shape();
+    config.dynamicSmemBytes = Kernel::SharedStorageSize;
+    config.stream = stream;
+    const cudaError_t status = cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params_);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw CudaError(
+          fmt::format("{}: CUTLASS's sm_90 attention did not launch: {}", context, cudaGetErrorString(status)));
+    }
+  }
+
+ private:
+  static Stride stride_of(const std::int64_t (&s)[3]) {
+    return Stride{static_cast<int>(s[0]), cute::_1{}, cute::make_tuple(static_cast<int>(s[2]), static_cast<int>(s[1]))};
+  }
+
+  typename Kernel::Arguments arguments(const AttentionProblem& p, float* lse) const {
+    const int b = static_cast<int>(p.batch), h = static_cast<int>(p.heads), sq = static_cast<int>(p.sq);
+    typename Kernel::Arguments args{
+        cute::make_tuple(b, h, sq, static_cast<int>(p.skv), static_cast<int>(p.head_dim)),
+        {static_cast<const Element*>(p.q), stride_of(p.q_stride), static_cast<const Element*>(p.k),
+         stride_of(p.k_stride), static_cast<const Element*>(p.v), stride_of(p.v_stride)},
+        {static_cast<Element*>(p.out), stride_of(p.o_stride), lse, StrideLse{cute::_1{}, cute::make_tuple(h * sq, sq)}},
+        hardware_};
+    return args;
+  }
+
+  cutlass::KernelHardwareInfo hardware_;
+  typename Kernel::Params params_{};
+};
+
+// The kernels of one element type: head dim 64 or 128, causal or not; nullptr for another head dim.
+template <typename Element>
+std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim, bool causal, int device,
+                                                           int sm_count) {
+  if (head_dim == 64) {
+    if (causal) return std::make_unique<CutlassFusedAttention<Element, 64, true>>(device, sm_count);
+    return std::make_unique<CutlassFusedAttention<Element, 64, false>>(device, sm_count);
+  }
+  if (head_dim == 128) {
+    if (causal) return std::make_unique<CutlassFusedAttention<Element, 128, true>>(device, sm_count);
+    return std::make_unique<CutlassFusedAttention<Element, 128, false>>(device, sm_count);
+  }
+  return nullptr;
+}
+
+// The f16 kernels (cutlass_attention_sm90.cu, which also dispatches by dtype) and the bf16 ones
+// (cutlass_attention_sm90_bf16.cu), in files of their own so that they compile in parallel.
+std::unique_ptr<FusedAttention> make_f16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count);
+std::unique_ptr<FusedAttention> make_bf16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count);
+
+}  // namespace tensoracle::cuda::sm90

@@ -1,0 +1,59 @@
+// Hopper fused attention through CUTLASS's FMHA forward kernels (warp-specialized TMA/wgmma flash attention, shipped
+// with CUTLASS as examples/88_hopper_fmha): the interface, with no CUTLASS type in it (kernels/cutlass_attention_sm90
+// *.cu implement it). f16/bf16, head dims 64 and 128, unmasked or causal (top-left aligned), one kv head per query
+// head.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensoracle/data_type.hpp"
+
+namespace tensoracle::cuda::sm90 {
+
+// softmax(scale · q·kᵀ)·v per (batch, head): q [B, H, Sq, D], k and v [B, H, Skv, D], out like q, each addressed by
+// (row, head, batch) strides in elements with the head dim contiguous. Every address and stride must be 16-byte
+// aligned (the bulk tensor copy engine).
+struct AttentionProblem {
+  std::int64_t batch = 0, heads = 0, sq = 0, skv = 0, head_dim = 0;
+  std::int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {};  // row, head, batch
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float scale = 1.0F;
+};
+
+class FusedAttention {
+ public:
+  virtual ~FusedAttention() = default;
+  // Whether the kernel takes the problem: its head dim, sizes and strides within int32, sequence lengths multiples of
+  // 8, 16-byte strides.
+  virtual bool can_implement(const AttentionProblem& problem) const = 0;
+  // The scratch a problem needs (the kernel writes each row's log-sum-exp there).
+  virtual std::size_t workspace_bytes(const AttentionProblem& problem) const = 0;
+  // Plans the launch for the problem's addresses (host work only, capture safe: the bulk copy descriptors); again
+  // whenever an address changes. Throws CudaError naming `context` when CUTLASS refuses.
+  virtual void plan(const AttentionProblem& problem, void* workspace, const char* context) = 0;
+  // Launches the planned kernel on `stream` (plainly: the kernel does not wait for a programmatic predecessor).
+  virtual void run(cudaStream_t stream, const char* context) = 0;
+};
+
+#if defined(TENSORACLE_HAVE_CUTLASS_SM90)
+constexpr bool kFusedAttentionBuilt = true;
+// The kernel for f16 or bf16 operands with head dim 64 or 128, causal or not, on `device` (an sm_90 GPU with
+// `sm_count` multiprocessors); nullptr for another dtype or head dim.
+std::unique_ptr<FusedAttention> make_fused_attention(DataType dtype, std::int64_t head_dim, bool causal, int device,
+                                                     int sm_count);
+#else
+constexpr bool kFusedAttentionBuilt = false;
+inline std::unique_ptr<FusedAttention> make_fused_attention(DataType /*dtype*/, std::int64_t /*head_dim*/,
+                                                            bool /*causal*/, int /*device*/, int /*sm_count*/) {
+  return nullptr;
+}
+#endif
+
+}  // namespace tensoracle::cuda::sm90
