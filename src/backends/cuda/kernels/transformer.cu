@@ -1046,6 +1046,9 @@ void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& 
 // tiles of 64 or 128 keys, sequence lengths multiples of 8. Like cuDNN's it skips the keys that causal masking hides,
 // so the same kernel applies the reference's 0·v rule after it. Other problems (the shapes can change at
 // set_input_shapes), and bound addresses that are not 16-byte aligned, run our flash kernel (`ours`).
+// The scratch of CUTLASS's attention steps: each query row's log-sum-exp (f32), for up to 2 Mi rows (B·H·Sq).
+constexpr std::size_t kCutlassAttentionWorkspace = std::size_t{8} << 20;
+
 struct CutlassAttentionPlan {
   AttentionPlan ours;
   std::unique_ptr<sm90::FusedAttention> fused;  // nullptr: `ours` runs
@@ -1113,8 +1116,7 @@ CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
   if (plan.fused == nullptr || !plan.fused->can_implement(a)) {
     return decline("head dims 64 and 128, whole tiles of 64 or 128 keys, sequences of multiples of 8 only");
   }
-  if (plan.fused->workspace_bytes(a) > launch.workspace_bytes)
-    return decline("more rows than the step's scratch holds");
+  if (plan.fused->workspace_bytes(a) > launch.workspace_bytes) return decline("more rows than its scratch holds");
   const DeviceTensor* tensors[] = {&launch.inputs.at(0), &launch.inputs.at(1), &launch.inputs.at(2),
                                    &launch.outputs.at(0)};
   for (const DeviceTensor* t : tensors) plan.rebind = plan.rebind || t->caller_buffer;
@@ -1303,10 +1305,10 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
       // f16/bf16 without a mask input on compute capability 9.0: CUTLASS's warp-specialized flash attention
       prepared_kernel<prepare_attention_cutlass<false>, launch_attention_cutlass>(
           "attention_f16_f32acc_cutlass_sm90", "attention", supports_attention_cutlass<DataType::kF16>,
-          kCudnnAttentionWorkspace),
+          kCutlassAttentionWorkspace),
       prepared_kernel<prepare_attention_cutlass<true>, launch_attention_cutlass>(
           "attention_bf16_f32acc_cutlass_sm90", "attention", supports_attention_cutlass<DataType::kBF16>,
-          kCudnnAttentionWorkspace),
+          kCutlassAttentionWorkspace),
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
       prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
                                                                         supports_attention<DataType::kF16>, 0),
