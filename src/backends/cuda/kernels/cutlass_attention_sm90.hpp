@@ -36,7 +36,8 @@ class FusedAttention {
   // The scratch a problem needs (the kernel writes each row's log-sum-exp there).
   virtual std::size_t workspace_bytes(const AttentionProblem& problem) const = 0;
   // Plans the launch for the problem's addresses (host work only, capture safe: the bulk copy descriptors); again
-  // whenever an address changes. Throws CudaError naming `context` when CUTLASS refuses.
+  // whenever an address changes. The problem's sizes and strides must be ones can_implement took (not checked again:
+  // a step bound to caller buffers plans at every enqueue).
   virtual void plan(const AttentionProblem& problem, void* workspace, const char* context) = 0;
   // Launches the planned kernel on `stream` (plainly: the kernel does not wait for a programmatic predecessor).
   virtual void run(cudaStream_t stream, const char* context) = 0;

@@ -932,6 +932,26 @@ __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel
   }
 }
 
+// q, k, v and the output of a launch, each at its params' offset (the packed layout's heads), and whether all four are
+// 16-byte aligned (what cuDNN's and CUTLASS's kernels load and store them with).
+struct AttentionAddresses {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  bool aligned;
+};
+AttentionAddresses attention_addresses(const StepLaunch& launch, const AttentionParams& p) {
+  const auto at = [](const void* base, std::int64_t offset) {
+    return static_cast<const std::uint16_t*>(base) + offset;
+  };
+  AttentionAddresses a{at(launch.inputs.at(0).data, p.qs.offset), at(launch.inputs.at(1).data, p.ks.offset),
+                       at(launch.inputs.at(2).data, p.vs.offset),
+                       const_cast<std::uint16_t*>(at(launch.outputs.at(0).data, p.os.offset)), false};
+  a.aligned = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.out);
+  return a;
+}
+
 struct CudnnAttentionPlan {
   AttentionPlan ours;  // runs when cuDNN has no plan, or the bound addresses are not 16-byte aligned
   std::shared_ptr<const AttentionGraphPlan> graph;
@@ -1017,19 +1037,12 @@ CudnnAttentionPlan prepare_attention_cudnn(const StepLaunch& launch) {
 
 void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& plan) {
   const AttentionParams& p = plan.ours.params;
-  const auto at = [](const void* base, std::int64_t offset) {
-    return static_cast<const std::uint16_t*>(base) + offset;
-  };
-  const void* q = plan.graph != nullptr ? at(launch.inputs.at(0).data, p.qs.offset) : nullptr;
-  const void* k = plan.graph != nullptr ? at(launch.inputs.at(1).data, p.ks.offset) : nullptr;
-  const void* v = plan.graph != nullptr ? at(launch.inputs.at(2).data, p.vs.offset) : nullptr;
-  void* out = plan.graph != nullptr ? const_cast<std::uint16_t*>(at(launch.outputs.at(0).data, p.os.offset)) : nullptr;
-  if (plan.graph == nullptr || !aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) {
-    return launch_attention(launch, plan.ours);
-  }
+  if (plan.graph == nullptr) return launch_attention(launch, plan.ours);
+  const AttentionAddresses a = attention_addresses(launch, p);
+  if (!a.aligned) return launch_attention(launch, plan.ours);
   conv_family::check_cudnn(cudnnSetStream(plan.handle, launch.stream), "cudnnSetStream", launch);
   std::string why;
-  if (!plan.graph->execute(plan.handle, q, k, v, out, launch.workspace, &why)) {
+  if (!plan.graph->execute(plan.handle, a.q, a.k, a.v, a.out, launch.workspace, &why)) {
     throw CudaError(kernels::layer_name(launch) + ": cuDNN's fused attention failed: " + why);
   }
   if (plan.poison != nullptr) {
@@ -1058,17 +1071,15 @@ struct CutlassAttentionPlan {
   dim3 poison_grid;
 };
 
-// The problem's q, k, v and output addresses from the launch's tensors (their offsets included); false when one is
-// not 16-byte aligned.
+// The problem's q, k, v and output addresses from the launch's tensors (attention_addresses); false when one is not
+// 16-byte aligned.
 bool bind_attention_problem(const StepLaunch& launch, const AttentionParams& p, sm90::AttentionProblem& a) {
-  const auto at = [](const void* base, std::int64_t offset) {
-    return static_cast<const std::uint16_t*>(base) + offset;
-  };
-  a.q = at(launch.inputs.at(0).data, p.qs.offset);
-  a.k = at(launch.inputs.at(1).data, p.ks.offset);
-  a.v = at(launch.inputs.at(2).data, p.vs.offset);
-  a.out = const_cast<std::uint16_t*>(at(launch.outputs.at(0).data, p.os.offset));
-  return aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.out);
+  const AttentionAddresses bound = attention_addresses(launch, p);
+  a.q = bound.q;
+  a.k = bound.k;
+  a.v = bound.v;
+  a.out = bound.out;
+  return bound.aligned;
 }
 
 template <bool kBf16>
