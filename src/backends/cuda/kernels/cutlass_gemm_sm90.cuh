@@ -314,19 +314,27 @@ class CutlassFusedGemm final : public FusedGemm {
   Adapter adapter_;
 };
 
+// The product of `config` among the configurations of kBuilt, each Product<kBuilt> (a CutlassFusedGemm of that
+// configuration); nullptr for another configuration.
+template <template <GemmConfig> class Product, GemmConfig... kBuilt>
+std::unique_ptr<FusedGemm> make_built_gemm(GemmConfig config, int device, int sm_count) {
+  std::unique_ptr<FusedGemm> gemm;
+  ((config == kBuilt ? (gemm = std::make_unique<Product<kBuilt>>(device, sm_count), 0) : 0), ...);
+  return gemm;
+}
+
 // linear's product of `config` for one element type (operands and result) and activation (GeluErfFloat, or
 // cutlass::epilogue::thread::Identity): with a residual C (ElementC = Element), or without C (void: no shared memory
 // held for C's stages); the configurations of kBuilt only (nullptr for another).
+template <typename Element, typename ElementC, template <class> class ActivationFn>
+struct FusedProduct {
+  template <GemmConfig kConfig>
+  using Of = CutlassFusedGemm<Element, Element, ActivationFn, false, kConfig, Element, ElementC>;
+};
 template <typename Element, typename ElementC, template <class> class ActivationFn, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, int sm_count) {
-  std::unique_ptr<FusedGemm> gemm;
-  ((config == kBuilt
-        ? (gemm = std::make_unique<CutlassFusedGemm<Element, Element, ActivationFn, false, kBuilt, Element, ElementC>>(
-               device, sm_count),
-           0)
-        : 0),
-   ...);
-  return gemm;
+  return make_built_gemm<FusedProduct<Element, ElementC, ActivationFn>::template Of, kBuilt...>(config, device,
+                                                                                                sm_count);
 }
 
 // The 128-row configurations of one element type with erf-GELU, with a residual C (ElementC = Element) or without C
@@ -361,16 +369,16 @@ std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activat
 // thread's registers with 64 rows per warpgroup: 128x128 and 128x256 cooperative tiles.
 // ElementD: f16 (half_t), or ElementIn for a result quantized again.
 // ElementC: f16 (a residual C may be given), or void (none may: the kernel holds no shared memory for C).
+template <typename ElementIn, typename ElementD, typename ElementC, template <class> class ActivationFn>
+struct QuantizedProduct {
+  template <GemmConfig kConfig>
+  using Of = CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kConfig, ElementD, ElementC>;
+};
 template <typename ElementIn, typename ElementD, typename ElementC, template <class> class ActivationFn,
           GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, int device, int sm_count) {
-  std::unique_ptr<FusedGemm> gemm;
-  ((config == kBuilt ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, ActivationFn, true, kBuilt,
-                                                                 ElementD, ElementC>>(device, sm_count),
-                        0)
-                     : 0),
-   ...);
-  return gemm;
+  return make_built_gemm<QuantizedProduct<ElementIn, ElementD, ElementC, ActivationFn>::template Of, kBuilt...>(
+      config, device, sm_count);
 }
 
 template <typename ElementIn, typename ElementD, typename ElementC, GemmConfig... kBuilt>
@@ -405,14 +413,8 @@ std::unique_ptr<FusedGemm> make_typed_quantized_gemm(GemmConfig config, Activati
 // by its own scale; f16; void: none), relu; the configurations of kBuilt only.
 template <typename ElementIn, typename ElementC, GemmConfig... kBuilt>
 std::unique_ptr<FusedGemm> make_typed_quantized_residual_gemm(GemmConfig config, int device, int sm_count) {
-  std::unique_ptr<FusedGemm> gemm;
-  ((config == kBuilt
-        ? (gemm = std::make_unique<CutlassFusedGemm<ElementIn, cutlass::half_t, cutlass::epilogue::thread::ReLu, true,
-                                                    kBuilt, ElementIn, ElementC>>(device, sm_count),
-           0)
-        : 0),
-   ...);
-  return gemm;
+  return make_built_gemm<QuantizedProduct<ElementIn, ElementIn, ElementC, cutlass::epilogue::thread::ReLu>::template Of,
+                         kBuilt...>(config, device, sm_count);
 }
 
 // linear's erf-GELU products of the 128-row configurations with a residual C, and without C (_no_c): f16
