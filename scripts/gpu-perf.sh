@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (carry .device, staged by scripts/stage-device.sh --pack): a quick check of the newest kernels
-# (the CUDA unit tests of PERF_UNIT, a gtest filter: the erf-GELU products when unset, none when empty; the
-# op-conformance cases of PERF_CONFORMANCE, a pytest -k expression, empty skips them; those of PERF_SANITIZE under
+# (the CUDA unit tests of PERF_UNIT, a gtest filter: the erf-GELU products when unset, none when empty, within
+# PERF_UNIT_TIMEOUT_S seconds, 300 by default; the op-conformance cases of PERF_CONFORMANCE, a pytest -k expression,
+# empty skips them; those of PERF_SANITIZE under
 # compute-sanitizer's memcheck and racecheck), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
 # within PERF_BUDGET_S seconds, then bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default,
@@ -31,7 +32,7 @@ if [[ -n ${PERF_PYTEST:-} ]]; then
   grep -E '^(FAILED|ERROR)|SKIPPED' "$out/pytest.log" | head -20
 fi
 if [[ -n ${PERF_UNIT-CudaFusedLinear.*} ]]; then
-  timeout 150 "$build/tests/tensoracle_cuda_tests" --gtest_filter="${PERF_UNIT:-CudaFusedLinear.*}" >"$out/unit.log" 2>&1
+  timeout "${PERF_UNIT_TIMEOUT_S:-300}" "$build/tests/tensoracle_cuda_tests" --gtest_filter="${PERF_UNIT:-CudaFusedLinear.*}" >"$out/unit.log" 2>&1
   summary+=("unit (${PERF_UNIT:-CudaFusedLinear.*}): rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/unit.log" | tr '\n' ' ')")
   grep -E 'Failure|error|FAILED' "$out/unit.log" | head -20
 fi

@@ -57,25 +57,44 @@ class FusedLinear {
   Network net_;
 };
 
+// A case's operands (f16/bf16 bits) and the double-precision reference of its result.
 struct Run {
   std::vector<std::uint16_t> x, w, b, r;
+  std::vector<double> want;
 };
 
 // gelu_erf(x·wᵀ + b + r), or x·wᵀ + b + r, in double from the rounded operands.
 std::vector<double> reference(const Case& c, const Run& in, DataType dtype, bool gelu) {
+  const auto widen = [dtype](const std::vector<std::uint16_t>& bits) {
+    std::vector<double> v(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) v[i] = half_to_float(bits[i], dtype);
+    return v;
+  };
+  const std::vector<double> x = widen(in.x), w = widen(in.w), b = widen(in.b), r = widen(in.r);
   std::vector<double> y(static_cast<std::size_t>(c.m * c.n));
   for (std::int64_t i = 0; i < c.m; ++i) {
     for (std::int64_t j = 0; j < c.n; ++j) {
-      double s = c.bias ? half_to_float(in.b[static_cast<std::size_t>(j)], dtype) : 0.0;
+      double s = c.bias ? b[static_cast<std::size_t>(j)] : 0.0;
       for (std::int64_t p = 0; p < c.k; ++p) {
-        s += static_cast<double>(half_to_float(in.x[static_cast<std::size_t>(i * c.k + p)], dtype)) *
-             half_to_float(in.w[static_cast<std::size_t>(j * c.k + p)], dtype);
+        s += x[static_cast<std::size_t>(i * c.k + p)] * w[static_cast<std::size_t>(j * c.k + p)];
       }
-      if (c.residual) s += half_to_float(in.r[static_cast<std::size_t>(i * c.n + j)], dtype);
+      if (c.residual) s += r[static_cast<std::size_t>(i * c.n + j)];
       y[static_cast<std::size_t>(i * c.n + j)] = gelu ? 0.5 * s * (1.0 + std::erf(s * 0.70710678118654752440)) : s;
     }
   }
   return y;
+}
+
+// The case's random operands (the same for every kernel) and their reference.
+Run make_run(const Case& c, DataType dtype, bool gelu) {
+  std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.n * 7 + c.k));
+  Run in;
+  in.x = random_halves(static_cast<std::size_t>(c.m * c.k), dtype, 1.0F, rng);
+  in.w = random_halves(static_cast<std::size_t>(c.n * c.k), dtype, 1.0F / std::sqrt(static_cast<float>(c.k)), rng);
+  if (c.bias) in.b = random_halves(static_cast<std::size_t>(c.n), dtype, 0.5F, rng);
+  if (c.residual) in.r = random_halves(static_cast<std::size_t>(c.m * c.n), dtype, 1.0F, rng);
+  in.want = reference(c, in, dtype, gelu);
+  return in;
 }
 
 // Relative L2 error of the device result; NaN (a poisoned, unwritten element) fails it.
@@ -94,18 +113,12 @@ double rel_l2(const std::vector<std::uint16_t>& got, const std::vector<double>& 
 // at each launch, or caller buffers of which the output is 2 bytes off 16-byte alignment.
 enum class Binding { kFixed, kCaller, kCallerMisaligned };
 
-// Runs `kernel` on the case, plainly or captured in a graph replayed twice, each time after poisoning the output;
-// returns the output and its error against the reference.
-void run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool gelu, Binding binding, bool capture,
-                std::vector<std::uint16_t>& result, double& error) {
+// Runs `kernel` on the case's operands, plainly or captured in a graph replayed twice, each time after poisoning the
+// output; returns the output and its error against the reference.
+void run_kernel(const std::string& kernel, const Case& c, const Run& in, DataType dtype, bool gelu, Binding binding,
+                bool capture, std::vector<std::uint16_t>& result, double& error) {
   error = std::numeric_limits<double>::infinity();
   FusedLinear linear(c, dtype, gelu);
-  std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.n * 7 + c.k));
-  Run in;
-  in.x = random_halves(static_cast<std::size_t>(c.m * c.k), dtype, 1.0F, rng);
-  in.w = random_halves(static_cast<std::size_t>(c.n * c.k), dtype, 1.0F / std::sqrt(static_cast<float>(c.k)), rng);
-  if (c.bias) in.b = random_halves(static_cast<std::size_t>(c.n), dtype, 0.5F, rng);
-  if (c.residual) in.r = random_halves(static_cast<std::size_t>(c.m * c.n), dtype, 1.0F, rng);
   const std::size_t out_bytes = static_cast<std::size_t>(c.m * c.n) * 2;
   const DeviceBuffer x(in.x.size() * 2), w(in.w.size() * 2), b(in.b.size() * 2), r(in.r.size() * 2), y(out_bytes);
   const std::size_t y_offset = binding == Binding::kCallerMisaligned ? 2 : 0;
@@ -129,7 +142,7 @@ void run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool g
     return;
   }
   result = y.download<std::uint16_t>(static_cast<std::size_t>(c.m * c.n), y_offset);
-  error = rel_l2(result, reference(c, in, dtype, gelu), dtype);
+  error = rel_l2(result, in.want, dtype);
 }
 
 const std::vector<Case> kCases = {
@@ -166,16 +179,18 @@ void check_every_kernel(bool gelu) {
       EXPECT_EQ(kernels.size(), gelu ? 6u : 3u);
     }
     const double limit = dtype == DataType::kF16 ? 2e-3 : 1.2e-2;
-    for (const std::string& kernel : kernels) {
-      if (!gpu_test::has_gpu(true) && kernel.find("cutlass") != std::string::npos) continue;
-      for (const Case& c : kCases) {
+    for (const Case& c : kCases) {
+      // Once per case: recomputed for every kernel, binding and launch, the reference made this test take 121 s.
+      const Run in = make_run(c, dtype, gelu);
+      for (const std::string& kernel : kernels) {
+        if (!gpu_test::has_gpu(true) && kernel.find("cutlass") != std::string::npos) continue;
         for (Binding binding : {Binding::kFixed, Binding::kCaller, Binding::kCallerMisaligned}) {
           for (bool capture : {false, true}) {
             SCOPED_TRACE(kernel + " " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
                          " binding " + std::to_string(static_cast<int>(binding)) + (capture ? " captured" : ""));
             std::vector<std::uint16_t> y;
             double error = 0;
-            run_kernel(kernel, c, dtype, gelu, binding, capture, y, error);
+            run_kernel(kernel, c, in, dtype, gelu, binding, capture, y, error);
             EXPECT_LT(error, limit);
           }
         }
