@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cutlass_attention_sm90.hpp"
+#include "backends/cuda/kernels/cutlass_sm90_shared_memory.cuh"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::cuda::sm90 {
@@ -45,16 +46,7 @@ class CutlassFusedAttention final : public FusedAttention {
   CutlassFusedAttention(int device, int sm_count) {
     hardware_.device_id = device;
     hardware_.sm_count = sm_count;
-    constexpr int kSharedBytes = Kernel::SharedStorageSize;
-    if (kSharedBytes >= (48 << 10)) {
-      const cudaError_t status = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-      if (status != cudaSuccess) {
-        cudaGetLastError();
-        throw CudaError(fmt::format("cudaFuncSetAttribute({} bytes of shared memory) for CUTLASS's sm_90 attention: {}",
-                                    kSharedBytes, cudaGetErrorString(status)));
-      }
-    }
+    allow_shared_storage<Kernel>("CUTLASS's sm_90 attention");
   }
 
   bool can_implement(const AttentionProblem& p) const override {

@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cutlass_gemm_sm90.hpp"
+#include "backends/cuda/kernels/cutlass_sm90_shared_memory.cuh"
 #include "backends/cuda/kernels/gelu_erf_fast.hpp"
 #include "tensoracle/error.hpp"
 
@@ -215,16 +216,7 @@ class CutlassFusedGemm final : public FusedGemm {
   CutlassFusedGemm(int device, int sm_count) {
     hardware_.device_id = device;
     hardware_.sm_count = sm_count;
-    constexpr int kSharedBytes = Kernel::SharedStorageSize;
-    if (kSharedBytes >= (48 << 10)) {
-      const cudaError_t status = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-      if (status != cudaSuccess) {
-        cudaGetLastError();
-        throw CudaError(fmt::format("cudaFuncSetAttribute({} bytes of shared memory) for a CUTLASS sm_90 product: {}",
-                                    kSharedBytes, cudaGetErrorString(status)));
-      }
-    }
+    allow_shared_storage<Kernel>("a CUTLASS sm_90 product");
   }
 
   bool can_implement(const GemmProblem& p) const override {
