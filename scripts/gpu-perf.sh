@@ -2,8 +2,8 @@
 # On the GPU machine (carry .device, staged by scripts/stage-device.sh --pack): a quick check of the newest kernels
 # (the CUDA unit tests of PERF_UNIT, a gtest filter: the erf-GELU products when unset, none when empty, within
 # PERF_UNIT_TIMEOUT_S seconds, 300 by default; the op-conformance cases of PERF_CONFORMANCE, a pytest -k expression,
-# empty skips them; those of PERF_SANITIZE under
-# compute-sanitizer's memcheck and racecheck), the kernel micro-benchmarks of PERF_KERNELS
+# empty skips them; those of PERF_SANITIZE under compute-sanitizer's memcheck and racecheck; the unit tests of
+# PERF_SANITIZE_UNIT, a gtest filter, under memcheck), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
 # within PERF_BUDGET_S seconds, then bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default,
 # skips it). PERF_PYTEST (a pytest -k expression over tests/python/test_calibrate.py and test_engine_cli.py, the CLI
@@ -59,6 +59,14 @@ if [[ -n ${PERF_SANITIZE:-} ]]; then
     summary+=("$tool (-k '$PERF_SANITIZE'): rc $? $(tail -n 1 "$out/$tool.log")")
     grep -E '^FAILED' "$out/$tool.log" | head -10
   done
+fi
+# PERF_SANITIZE_UNIT: a gtest filter of CUDA unit tests to run under compute-sanitizer's memcheck (within
+# PERF_SANITIZE_TIMEOUT_S seconds): the unit tests run each kernel entry directly, where the conformance cases get
+# the kernel that timing chose (e.g. CUTLASS's attention takes only whole tiles of 64 or 128 keys).
+if [[ -n ${PERF_SANITIZE_UNIT:-} ]]; then
+  timeout "${PERF_SANITIZE_TIMEOUT_S:-150}" compute-sanitizer --tool memcheck --error-exitcode 97 \
+    "$build/tests/tensoracle_cuda_tests" --gtest_filter="$PERF_SANITIZE_UNIT" >"$out/memcheck_unit.log" 2>&1
+  summary+=("memcheck unit ($PERF_SANITIZE_UNIT): rc $? $(grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY' "$out/memcheck_unit.log" | tr '\n' ' ')")
 fi
 if [[ -n $kernels ]]; then
   # PERF_KERNELS_ARGS: more kernel_profile.py arguments (e.g. --ncu --pipes).

@@ -214,10 +214,11 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
   for (DataType dtype : {DataType::kF16, DataType::kBF16}) {
     const std::string t = dtype == DataType::kF16 ? "f16" : "bf16";
     const double limit = dtype == DataType::kF16 ? 2e-3 : 1.5e-2;
-    for (const char* suffix : {"cudnn", "cutlass_sm90", "flash", "flash_split", "rowwise"}) {
+    for (const char* suffix : {"cudnn", "cutlass_sm90", "cutlass_sm90_pingpong", "flash", "flash_split", "rowwise"}) {
       const std::string kernel = "attention_" + t + "_f32acc_" + std::string(suffix);
       // CUTLASS's kernels: a build with them, on a compute capability 9.0 GPU.
-      if (std::string(suffix) == "cutlass_sm90" && (find_kernel_entry(kernel) == nullptr || !gpu_test::has_gpu(true))) {
+      const bool cutlass = std::string(suffix).starts_with("cutlass_sm90");
+      if (cutlass && (find_kernel_entry(kernel) == nullptr || !gpu_test::has_gpu(true))) {
         continue;
       }
       int ran = 0;
@@ -238,8 +239,7 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
           const bool ran_case = run_kernel(kernel, c, dtype, capture, y, want);
           set_log_level(level);
           set_log_callback(nullptr);
-          if (std::string(suffix) == "cutlass_sm90" && c.d % 64 == 0 && c.hq == c.hkv && c.skv % c.d == 0 &&
-              c.sq % 8 == 0 && !c.padding_mask) {
+          if (cutlass && c.d % 64 == 0 && c.hq == c.hkv && c.skv % c.d == 0 && c.sq % 8 == 0 && !c.padding_mask) {
             EXPECT_TRUE(declined.empty()) << declined.front();
           }
           if (!ran_case) continue;

@@ -1,6 +1,7 @@
-// CUTLASS's Hopper FMHA forward kernels behind cutlass_attention_sm90.hpp: one template over element type, head dim
-// and mask, instantiated by cutlass_attention_sm90{,_bf16}.cu (compiled for sm_90a only). The kernels come from the
-// FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on the include path: src/CMakeLists.txt).
+// CUTLASS's Hopper FMHA forward kernels behind cutlass_attention_sm90.hpp: one template over element type, head dim,
+// mask and schedule, instantiated by cutlass_attention_sm90{,_bf16}{,_pingpong}.cu (compiled for sm_90a only). The
+// kernels come from the FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on the include path:
+// src/CMakeLists.txt).
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -26,10 +27,11 @@
 namespace tensoracle::cuda::sm90 {
 
 // kHeadDim 64: tiles of 128 queries by 64 keys; 128: 128 by 128; two consumer warpgroups of 64 query rows each and a
-// producer warpgroup loading Q, K and V through the bulk tensor copy engine. The unmasked kernel does not mask a
-// partial last key tile (CUTLASS's DefaultFusion), and the causal one masks only the tiles on the diagonal, so both
-// take key counts that are whole tiles only (can_implement).
-template <typename Element, int kHeadDim, bool kCausal>
+// producer warpgroup loading Q, K and V through the bulk tensor copy engine; kSchedule says how blocks take tiles
+// (cutlass_attention_sm90.hpp). The unmasked kernel does not mask a partial last key tile (CUTLASS's DefaultFusion),
+// and the causal one masks only the tiles on the diagonal, so both take key counts that are whole tiles only
+// (can_implement).
+template <typename Element, int kHeadDim, bool kCausal, AttentionSchedule kSchedule>
 class CutlassFusedAttention final : public FusedAttention {
   static constexpr int kKeyTile = kHeadDim == 64 ? 64 : 128;
   using TileShape = cute::Shape<cute::_128, cute::Int<kKeyTile>, cute::Int<kHeadDim>>;
@@ -37,9 +39,11 @@ class CutlassFusedAttention final : public FusedAttention {
   using StrideLse = cute::tuple<cute::_1, cute::tuple<int, int>>;    // (row, (batch, head))
   using Fusion =
       std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>;
-  using Kernel =
-      typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride, Fusion,
-                                                  cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel;
+  using Policy =
+      std::conditional_t<kSchedule == AttentionSchedule::kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride,
+                                                             Fusion, Policy>::Kernel;
 
  public:
   // Raises the kernel's shared-memory limit on the current device (host work, once per plan's owner).
@@ -107,24 +111,29 @@ class CutlassFusedAttention final : public FusedAttention {
   typename Kernel::Params params_{};
 };
 
-// The kernels of one element type: head dim 64 or 128, causal or not; nullptr for another head dim.
-template <typename Element>
+// The kernels of one element type and schedule: head dim 64 or 128, causal or not; nullptr for another head dim.
+template <typename Element, AttentionSchedule kSchedule>
 std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim, bool causal, int device,
                                                            int sm_count) {
   if (head_dim == 64) {
-    if (causal) return std::make_unique<CutlassFusedAttention<Element, 64, true>>(device, sm_count);
-    return std::make_unique<CutlassFusedAttention<Element, 64, false>>(device, sm_count);
+    if (causal) return std::make_unique<CutlassFusedAttention<Element, 64, true, kSchedule>>(device, sm_count);
+    return std::make_unique<CutlassFusedAttention<Element, 64, false, kSchedule>>(device, sm_count);
   }
   if (head_dim == 128) {
-    if (causal) return std::make_unique<CutlassFusedAttention<Element, 128, true>>(device, sm_count);
-    return std::make_unique<CutlassFusedAttention<Element, 128, false>>(device, sm_count);
+    if (causal) return std::make_unique<CutlassFusedAttention<Element, 128, true, kSchedule>>(device, sm_count);
+    return std::make_unique<CutlassFusedAttention<Element, 128, false, kSchedule>>(device, sm_count);
   }
   return nullptr;
 }
 
-// The f16 kernels (cutlass_attention_sm90.cu, which also dispatches by dtype) and the bf16 ones
-// (cutlass_attention_sm90_bf16.cu), in files of their own so that they compile in parallel.
+// The kernels of each dtype and schedule, in files of their own so that they compile in parallel: f16 cooperative
+// (cutlass_attention_sm90.cu, which also dispatches), bf16 cooperative (_bf16.cu), f16 and bf16 ping-pong
+// (_pingpong.cu, _pingpong_bf16.cu).
 std::unique_ptr<FusedAttention> make_f16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count);
 std::unique_ptr<FusedAttention> make_bf16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count);
+std::unique_ptr<FusedAttention> make_f16_pingpong_fused_attention(std::int64_t head_dim, bool causal, int device,
+                                                                  int sm_count);
+std::unique_ptr<FusedAttention> make_bf16_pingpong_fused_attention(std::int64_t head_dim, bool causal, int device,
+                                                                   int sm_count);
 
 }  // namespace tensoracle::cuda::sm90

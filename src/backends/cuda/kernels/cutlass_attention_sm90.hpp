@@ -1,7 +1,7 @@
 // Hopper fused attention through CUTLASS's FMHA forward kernels (warp-specialized TMA/wgmma flash attention, shipped
 // with CUTLASS as examples/88_hopper_fmha): the interface, with no CUTLASS type in it (kernels/cutlass_attention_sm90
 // *.cu implement it). f16/bf16, head dims 64 and 128, unmasked or causal (top-left aligned), one kv head per query
-// head.
+// head; two schedules.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -43,16 +43,23 @@ class FusedAttention {
   virtual void run(cudaStream_t stream, const char* context) = 0;
 };
 
+// How the kernel's blocks take their tiles of queries. kCooperative: a block per tile of 128 queries (of one batch
+// and head), its two consumer warpgroups each taking 64 of the rows. kPingpong: persistent, one block per SM walking
+// the tiles, loading each tile's Q on its own so that the next tile's loads overlap the current one's products and
+// softmax (CUTLASS's "ping-pong" forward kernels); for many short tiles (BERT-large's 384 keys are 6 tiles of 64).
+enum class AttentionSchedule { kCooperative, kPingpong };
+
 #if defined(TENSORACLE_HAVE_CUTLASS_SM90)
 constexpr bool kFusedAttentionBuilt = true;
 // The kernel for f16 or bf16 operands with head dim 64 or 128, causal or not, on `device` (an sm_90 GPU with
 // `sm_count` multiprocessors); nullptr for another dtype or head dim.
-std::unique_ptr<FusedAttention> make_fused_attention(DataType dtype, std::int64_t head_dim, bool causal, int device,
-                                                     int sm_count);
+std::unique_ptr<FusedAttention> make_fused_attention(DataType dtype, std::int64_t head_dim, bool causal,
+                                                     AttentionSchedule schedule, int device, int sm_count);
 #else
 constexpr bool kFusedAttentionBuilt = false;
 inline std::unique_ptr<FusedAttention> make_fused_attention(DataType /*dtype*/, std::int64_t /*head_dim*/,
-                                                            bool /*causal*/, int /*device*/, int /*sm_count*/) {
+                                                            bool /*causal*/, AttentionSchedule /*schedule*/,
+                                                            int /*device*/, int /*sm_count*/) {
   return nullptr;
 }
 #endif

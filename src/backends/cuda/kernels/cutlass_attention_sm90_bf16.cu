@@ -1,12 +1,13 @@
-// CUTLASS's Hopper FMHA kernels of cutlass_attention_sm90.hpp for bf16 operands (compiled for sm_90a only; a file of
-// its own so that the two dtypes' instantiations compile in parallel).
+// CUTLASS's Hopper FMHA kernels of cutlass_attention_sm90.hpp for bf16 operands, cooperative schedule (compiled for
+// sm_90a only; a file of its own so that the instantiations compile in parallel).
 #include "backends/cuda/kernels/cutlass_attention_sm90.cuh"
 
 namespace tensoracle::cuda::sm90 {
 
 std::unique_ptr<FusedAttention> make_bf16_fused_attention(std::int64_t head_dim, bool causal, int device,
                                                           int sm_count) {
-  return make_typed_fused_attention<cutlass::bfloat16_t>(head_dim, causal, device, sm_count);
+  return make_typed_fused_attention<cutlass::bfloat16_t, AttentionSchedule::kCooperative>(head_dim, causal, device,
+                                                                                          sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

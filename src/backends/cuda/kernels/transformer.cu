@@ -1082,7 +1082,7 @@ bool bind_attention_problem(const StepLaunch& launch, const AttentionParams& p, 
   return bound.aligned;
 }
 
-template <bool kBf16>
+template <bool kBf16, sm90::AttentionSchedule kSchedule = sm90::AttentionSchedule::kCooperative>
 CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
   const sm90::DeviceInfo gpu = sm90::current_device(kernels::layer_name(launch));
   if (gpu.sm_count == 0) {
@@ -1122,8 +1122,8 @@ CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
   strides(p.vs, a.v_stride);
   strides(p.os, a.o_stride);
   a.scale = p.scale_f;
-  plan.fused =
-      sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, gpu.device, gpu.sm_count);
+  plan.fused = sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, kSchedule,
+                                          gpu.device, gpu.sm_count);
   if (plan.fused == nullptr || !plan.fused->can_implement(a)) {
     return decline("head dims 64 and 128, whole tiles of 64 or 128 keys, sequences of multiples of 8 only");
   }
@@ -1319,6 +1319,13 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
           kCutlassAttentionWorkspace),
       prepared_kernel<prepare_attention_cutlass<true>, launch_attention_cutlass>(
           "attention_bf16_f32acc_cutlass_sm90", "attention", supports_attention_cutlass<DataType::kBF16>,
+          kCutlassAttentionWorkspace),
+      // the same persistent, one block per SM walking the query tiles (CUTLASS's ping-pong schedule)
+      prepared_kernel<prepare_attention_cutlass<false, sm90::AttentionSchedule::kPingpong>, launch_attention_cutlass>(
+          "attention_f16_f32acc_cutlass_sm90_pingpong", "attention", supports_attention_cutlass<DataType::kF16>,
+          kCutlassAttentionWorkspace),
+      prepared_kernel<prepare_attention_cutlass<true, sm90::AttentionSchedule::kPingpong>, launch_attention_cutlass>(
+          "attention_bf16_f32acc_cutlass_sm90_pingpong", "attention", supports_attention_cutlass<DataType::kBF16>,
           kCutlassAttentionWorkspace),
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
       prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
