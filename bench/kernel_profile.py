@@ -105,6 +105,13 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
         "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["h"]},
                    {"name": "act", "op": "gelu", "inputs": ["h"], "outputs": ["y"]}],
     }
+    yield {
+        "name": "linear_gelu_tanh", "flops": 2 * rows * hidden * ffn,
+        "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
+        "weights": {"w": h16(ffn, hidden), "b": h16(ffn)},
+        "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["h"]},
+                   {"name": "act", "op": "gelu", "inputs": ["h"], "outputs": ["y"], "attrs": {"approximate": "tanh"}}],
+    }
     # The same product quantized explicitly (what tensoracle calibrate writes): x quantized with one scale, the weight
     # with one per output feature; the builder makes them one quantized_linear after the activation's quantize step.
     w = h16(ffn, hidden)
