@@ -15,6 +15,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -48,6 +49,24 @@ def write_safetensors(path, tensors):
 def sw_i8(w):
     """Per-output-feature i8 scales of a weight [out, in]: its largest |value| per row over 127."""
     return (np.abs(w.astype(np.float32)).max(axis=1) / 127.0).astype(np.float32)
+
+
+def ncu_metrics(patterns):
+    """The metrics of `ncu --query-metrics` (this machine's GPU) whose names match one of the comma-separated regular
+    expressions: counters as a percentage of their sustained peak over the active cycles, ratios as they are."""
+    if not patterns:
+        return []
+    listing = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True).stdout.splitlines()
+    found = []
+    for ln in listing:
+        words = ln.split()
+        if len(words) < 2 or not any(re.search(x, words[0]) for x in patterns.split(",")):
+            continue
+        if words[1] == "Counter":
+            found.append(words[0] + ".avg.pct_of_peak_sustained_active")
+        elif words[1] == "Ratio":
+            found.append(words[0] + ".ratio")
+    return found
 
 
 def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
@@ -244,6 +263,10 @@ def main():
     p.add_argument("--only", default="", help="comma-separated case names")
     p.add_argument("--ncu", action="store_true", help="also profile each case's steps with ncu (SOL, occupancy)")
     p.add_argument("--pipes", action="store_true", help="with --ncu: also the pipe utilization and instruction mix")
+    p.add_argument("--ncu-metrics", default="",
+                   help="with --ncu: comma-separated regular expressions over the names `ncu --query-metrics` lists "
+                        "(e.g. 'pipe_.*_cycles_active$,warps_issue_stalled_.*_per_issue_active$'); each match is "
+                        "collected too (counters as % of their sustained peak, ratios as ratios) and printed")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=384)
     p.add_argument("--hidden", type=int, default=1024)
@@ -303,10 +326,16 @@ def main():
             report = d / "ncu.txt"
             sections = ["SpeedOfLight", "Occupancy", "LaunchStats"] + (["ComputeWorkloadAnalysis", "InstructionStats"]
                                                                        if a.pipes else [])
+            metrics = ncu_metrics(a.ncu_metrics)
             n = subprocess.run(["ncu"] + [x for s in sections for x in ("--section", s)] +
-                               ["--launch-skip", "30", "--launch-count", "1" if a.pipes else "3", a.cli, "bench",
-                                str(engine), "-n", "10", "--warmup", "30"], capture_output=True, text=True)
+                               (["--metrics", ",".join(metrics)] if metrics else []) +
+                               ["--launch-skip", "30", "--launch-count", "1" if a.pipes or metrics else "3", a.cli,
+                                "bench", str(engine), "-n", "10", "--warmup", "30"], capture_output=True, text=True)
             report.write_text(n.stdout + n.stderr)
+            for ln in n.stdout.splitlines():
+                words = ln.split()
+                if words and words[0] in metrics:
+                    print(f"    ncu metric: {words[0]} {' '.join(words[1:])}")
             keep = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM) Throughput", "Registers Per",
                     "Achieved Occupancy", "Theoretical Occupancy", "Block Size", "Grid Size", "  ", "Block Limit")
             if a.pipes:

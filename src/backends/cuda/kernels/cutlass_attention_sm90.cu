@@ -4,23 +4,27 @@
 
 namespace tensoracle::cuda::sm90 {
 
-std::unique_ptr<FusedAttention> make_f16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count) {
-  return make_typed_fused_attention<cutlass::half_t, AttentionSchedule::kCooperative>(head_dim, causal, device,
+TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_fused_attention) {
+  return make_typed_fused_attention<cutlass::half_t, AttentionSchedule::kCooperative>(head_dim, causal, keys, device,
                                                                                       sm_count);
 }
 
 std::unique_ptr<FusedAttention> make_fused_attention(DataType dtype, std::int64_t head_dim, bool causal,
-                                                     AttentionSchedule schedule, int device, int sm_count) {
-  const bool pingpong = schedule == AttentionSchedule::kPingpong;
-  switch (dtype) {
-    case DataType::kF16:
-      return pingpong ? make_f16_pingpong_fused_attention(head_dim, causal, device, sm_count)
-                      : make_f16_fused_attention(head_dim, causal, device, sm_count);
-    case DataType::kBF16:
-      return pingpong ? make_bf16_pingpong_fused_attention(head_dim, causal, device, sm_count)
-                      : make_bf16_fused_attention(head_dim, causal, device, sm_count);
-    default: return nullptr;
+                                                     std::int64_t keys, AttentionSchedule schedule, int device,
+                                                     int sm_count) {
+  const bool bf16 = dtype == DataType::kBF16;
+  if (dtype != DataType::kF16 && !bf16) return nullptr;
+  switch (schedule) {
+    case AttentionSchedule::kCooperative:
+      return (bf16 ? make_bf16_fused_attention : make_f16_fused_attention)(head_dim, causal, keys, device, sm_count);
+    case AttentionSchedule::kPingpong:
+      return (bf16 ? make_bf16_pingpong_fused_attention : make_f16_pingpong_fused_attention)(head_dim, causal, keys,
+                                                                                             device, sm_count);
+    case AttentionSchedule::kPingpongWide:
+      return (bf16 ? make_bf16_pingpong_wide_fused_attention : make_f16_pingpong_wide_fused_attention)(
+          head_dim, causal, keys, device, sm_count);
   }
+  return nullptr;
 }
 
 }  // namespace tensoracle::cuda::sm90

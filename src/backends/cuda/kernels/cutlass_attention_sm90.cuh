@@ -1,5 +1,6 @@
 // CUTLASS's Hopper FMHA forward kernels behind cutlass_attention_sm90.hpp: one template over element type, head dim,
-// mask and schedule, instantiated by cutlass_attention_sm90{,_bf16}{,_pingpong}.cu (compiled for sm_90a only). The
+// mask and schedule, instantiated by cutlass_attention_sm90{,_bf16}{,_pingpong,_pingpong_wide}.cu (compiled for
+// sm_90a only). The
 // kernels come from the FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on the include path:
 // src/CMakeLists.txt).
 #pragma once
@@ -26,22 +27,31 @@
 
 namespace tensoracle::cuda::sm90 {
 
-// kHeadDim 64: tiles of 128 queries by 64 keys; 128: 128 by 128; two consumer warpgroups of 64 query rows each and a
-// producer warpgroup loading Q, K and V through the bulk tensor copy engine; kSchedule says how blocks take tiles
-// (cutlass_attention_sm90.hpp). The unmasked kernel does not mask a partial last key tile (CUTLASS's DefaultFusion),
-// and the causal one masks only the tiles on the diagonal, so both take key counts that are whole tiles only
-// (can_implement).
-template <typename Element, int kHeadDim, bool kCausal, AttentionSchedule kSchedule>
+// Which keys a kernel masks: none (every key tile whole), those after the diagonal (causal, top-left aligned; the
+// tiles on the diagonal only, so whole key tiles too), or the missing keys of a partial last tile (any key count).
+enum class KeyMask { kNone, kCausal, kPartialLastTile };
+
+// Tiles of 128 queries by kKeyTile keys (64 at head dim 64 unless kPingpongWide, else 128); two consumer warpgroups of
+// 64 query rows each and a producer warpgroup loading Q, K and V through the bulk tensor copy engine, which fills the
+// rows past a sequence's end with zeros; kSchedule says how blocks take tiles (cutlass_attention_sm90.hpp). A key count
+// that is whole tiles takes the kernel without kPartialLastTile's mask (can_implement), which costs a pass over the
+// last tile's scores.
+template <typename Element, int kHeadDim, KeyMask kMask, AttentionSchedule kSchedule>
 class CutlassFusedAttention final : public FusedAttention {
-  static constexpr int kKeyTile = kHeadDim == 64 ? 64 : 128;
+ public:
+  static constexpr int kKeyTile = kHeadDim == 64 && kSchedule != AttentionSchedule::kPingpongWide ? 64 : 128;
+
+ private:
   using TileShape = cute::Shape<cute::_128, cute::Int<kKeyTile>, cute::Int<kHeadDim>>;
   using Stride = cute::tuple<int, cute::_1, cute::tuple<int, int>>;  // (row, head dim, (batch, head))
   using StrideLse = cute::tuple<cute::_1, cute::tuple<int, int>>;    // (row, (batch, head))
-  using Fusion =
-      std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>;
-  using Policy =
-      std::conditional_t<kSchedule == AttentionSchedule::kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using Fusion = std::conditional_t<
+      kMask == KeyMask::kCausal, cutlass::fmha::collective::CausalFusion,
+      std::conditional_t<kMask == KeyMask::kPartialLastTile, cutlass::fmha::collective::ResidualFusion,
+                         cutlass::fmha::collective::DefaultFusion>>;
+  using Policy = std::conditional_t<kSchedule == AttentionSchedule::kCooperative,
+                                    cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                    cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
   using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride,
                                                              Fusion, Policy>::Kernel;
 
@@ -56,14 +66,20 @@ class CutlassFusedAttention final : public FusedAttention {
   bool can_implement(const AttentionProblem& p) const override {
     constexpr auto kMax = std::numeric_limits<int>::max();
     if (p.batch <= 0 || p.heads <= 0 || p.sq <= 0 || p.skv <= 0 || p.head_dim != kHeadDim) return false;
-    if (p.skv % kKeyTile != 0 || p.sq % 8 != 0) return false;
+    if ((p.skv % kKeyTile == 0) == (kMask == KeyMask::kPartialLastTile)) return false;
     if (p.batch * p.heads * p.sq > kMax || p.skv > kMax) return false;
     for (const std::int64_t* strides : {p.q_stride, p.k_stride, p.v_stride, p.o_stride}) {
       for (int i = 0; i < 3; ++i) {
         if (strides[i] <= 0 || strides[i] > kMax || strides[i] % 8 != 0) return false;
       }
     }
-    return Kernel::can_implement(arguments(p, nullptr));
+    // CUTLASS's check also asks for a query count that is a multiple of 8 (its generic operand alignment), which the
+    // kernel does not need: Q's bulk copies bound each coordinate on its own (rows past the sequence's end read as
+    // zeros, not the next batch's or head's rows), the output's bulk stores drop those rows, and the log-sum-exp's
+    // stores are predicated on the row. So it is asked about the count rounded up (ViT's 197 queries).
+    AttentionProblem aligned = p;
+    aligned.sq = (p.sq + 7) / 8 * 8;
+    return aligned.batch * aligned.heads * aligned.sq <= kMax && Kernel::can_implement(arguments(aligned, nullptr));
   }
 
   std::size_t workspace_bytes(const AttentionProblem& p) const override {
@@ -111,29 +127,43 @@ class CutlassFusedAttention final : public FusedAttention {
   typename Kernel::Params params_{};
 };
 
-// The kernels of one element type and schedule: head dim 64 or 128, causal or not; nullptr for another head dim.
-template <typename Element, AttentionSchedule kSchedule>
-std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim, bool causal, int device,
-                                                           int sm_count) {
-  if (head_dim == 64) {
-    if (causal) return std::make_unique<CutlassFusedAttention<Element, 64, true, kSchedule>>(device, sm_count);
-    return std::make_unique<CutlassFusedAttention<Element, 64, false, kSchedule>>(device, sm_count);
+// The kernel of one element type, head dim and schedule for a causal or unmasked problem of `keys` keys
+// (make_fused_attention).
+template <typename Element, int kHeadDim, AttentionSchedule kSchedule>
+std::unique_ptr<FusedAttention> make_fused_attention_of(bool causal, std::int64_t keys, int device, int sm_count) {
+  using Whole = CutlassFusedAttention<Element, kHeadDim, KeyMask::kNone, kSchedule>;
+  if (causal) {
+    return std::make_unique<CutlassFusedAttention<Element, kHeadDim, KeyMask::kCausal, kSchedule>>(device, sm_count);
   }
-  if (head_dim == 128) {
-    if (causal) return std::make_unique<CutlassFusedAttention<Element, 128, true, kSchedule>>(device, sm_count);
-    return std::make_unique<CutlassFusedAttention<Element, 128, false, kSchedule>>(device, sm_count);
+  if (keys % Whole::kKeyTile != 0) {
+    return std::make_unique<CutlassFusedAttention<Element, kHeadDim, KeyMask::kPartialLastTile, kSchedule>>(device,
+                                                                                                            sm_count);
+  }
+  return std::make_unique<Whole>(device, sm_count);
+}
+
+// The kernels of one element type and schedule: head dim 64 or 128 (kPingpongWide: 64 only), causal or not; nullptr
+// for another head dim.
+template <typename Element, AttentionSchedule kSchedule>
+std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim, bool causal, std::int64_t keys,
+                                                           int device, int sm_count) {
+  if (head_dim == 64) return make_fused_attention_of<Element, 64, kSchedule>(causal, keys, device, sm_count);
+  if constexpr (kSchedule != AttentionSchedule::kPingpongWide) {
+    if (head_dim == 128) return make_fused_attention_of<Element, 128, kSchedule>(causal, keys, device, sm_count);
   }
   return nullptr;
 }
 
 // The kernels of each dtype and schedule, in files of their own so that they compile in parallel: f16 cooperative
 // (cutlass_attention_sm90.cu, which also dispatches), bf16 cooperative (_bf16.cu), f16 and bf16 ping-pong
-// (_pingpong.cu, _pingpong_bf16.cu).
-std::unique_ptr<FusedAttention> make_f16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count);
-std::unique_ptr<FusedAttention> make_bf16_fused_attention(std::int64_t head_dim, bool causal, int device, int sm_count);
-std::unique_ptr<FusedAttention> make_f16_pingpong_fused_attention(std::int64_t head_dim, bool causal, int device,
-                                                                  int sm_count);
-std::unique_ptr<FusedAttention> make_bf16_pingpong_fused_attention(std::int64_t head_dim, bool causal, int device,
-                                                                   int sm_count);
+// (_pingpong.cu, _pingpong_bf16.cu), f16 and bf16 wide ping-pong (_pingpong_wide.cu, _pingpong_wide_bf16.cu).
+#define TENSORACLE_FUSED_ATTENTION_MAKER(name) \
+  std::unique_ptr<FusedAttention> name(std::int64_t head_dim, bool causal, std::int64_t keys, int device, int sm_count)
+TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_pingpong_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_pingpong_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_pingpong_wide_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_pingpong_wide_fused_attention);
 
 }  // namespace tensoracle::cuda::sm90

@@ -1,7 +1,7 @@
 // Hopper fused attention through CUTLASS's FMHA forward kernels (warp-specialized TMA/wgmma flash attention, shipped
 // with CUTLASS as examples/88_hopper_fmha): the interface, with no CUTLASS type in it (kernels/cutlass_attention_sm90
-// *.cu implement it). f16/bf16, head dims 64 and 128, unmasked or causal (top-left aligned), one kv head per query
-// head; two schedules.
+// *.cu implement it). f16/bf16, head dims 64 and 128, unmasked (any key count) or causal (top-left aligned, whole key
+// tiles), one kv head per query head; three schedules.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,8 +30,8 @@ struct AttentionProblem {
 class FusedAttention {
  public:
   virtual ~FusedAttention() = default;
-  // Whether the kernel takes the problem: its head dim, sizes and strides within int32, sequence lengths multiples of
-  // 8, 16-byte strides.
+  // Whether the kernel takes the problem: its head dim, its key count (whole key tiles, or not, as the kernel was made
+  // for), sizes and strides within int32, 16-byte strides.
   virtual bool can_implement(const AttentionProblem& problem) const = 0;
   // The scratch a problem needs (the kernel writes each row's log-sum-exp there).
   virtual std::size_t workspace_bytes(const AttentionProblem& problem) const = 0;
@@ -47,19 +47,25 @@ class FusedAttention {
 // and head), its two consumer warpgroups each taking 64 of the rows. kPingpong: persistent, one block per SM walking
 // the tiles, loading each tile's Q on its own so that the next tile's loads overlap the current one's products and
 // softmax (CUTLASS's "ping-pong" forward kernels); for many short tiles (BERT-large's 384 keys are 6 tiles of 64).
-enum class AttentionSchedule { kCooperative, kPingpong };
+// Both walk the keys in tiles of 64 at head dim 64 and of 128 at head dim 128. kPingpongWide: kPingpong with tiles of
+// 128 keys at head dim 64 (half the softmax rescaling steps: BERT-large's 384 keys in 3 tiles); head dim 64 only.
+enum class AttentionSchedule { kCooperative, kPingpong, kPingpongWide };
 
 #if defined(TENSORACLE_HAVE_CUTLASS_SM90)
 constexpr bool kFusedAttentionBuilt = true;
-// The kernel for f16 or bf16 operands with head dim 64 or 128, causal or not, on `device` (an sm_90 GPU with
-// `sm_count` multiprocessors); nullptr for another dtype or head dim.
+// The kernel for f16 or bf16 operands with head dim 64 or 128, causal or not, for problems of `keys` keys, on `device`
+// (an sm_90 GPU with `sm_count` multiprocessors): unmasked with a key count that is not whole tiles, the kernel that
+// masks the last tile's missing keys (CUTLASS's ResidualFusion), and the one without that mask otherwise; nullptr for
+// another dtype or head dim.
 std::unique_ptr<FusedAttention> make_fused_attention(DataType dtype, std::int64_t head_dim, bool causal,
-                                                     AttentionSchedule schedule, int device, int sm_count);
+                                                     std::int64_t keys, AttentionSchedule schedule, int device,
+                                                     int sm_count);
 #else
 constexpr bool kFusedAttentionBuilt = false;
 inline std::unique_ptr<FusedAttention> make_fused_attention(DataType /*dtype*/, std::int64_t /*head_dim*/,
-                                                            bool /*causal*/, AttentionSchedule /*schedule*/,
-                                                            int /*device*/, int /*sm_count*/) {
+                                                            bool /*causal*/, std::int64_t /*keys*/,
+                                                            AttentionSchedule /*schedule*/, int /*device*/,
+                                                            int /*sm_count*/) {
   return nullptr;
 }
 #endif

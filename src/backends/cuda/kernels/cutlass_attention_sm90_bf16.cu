@@ -4,10 +4,9 @@
 
 namespace tensoracle::cuda::sm90 {
 
-std::unique_ptr<FusedAttention> make_bf16_fused_attention(std::int64_t head_dim, bool causal, int device,
-                                                          int sm_count) {
-  return make_typed_fused_attention<cutlass::bfloat16_t, AttentionSchedule::kCooperative>(head_dim, causal, device,
-                                                                                          sm_count);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_fused_attention) {
+  return make_typed_fused_attention<cutlass::bfloat16_t, AttentionSchedule::kCooperative>(head_dim, causal, keys,
+                                                                                          device, sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

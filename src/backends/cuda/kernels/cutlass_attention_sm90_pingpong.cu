@@ -1,12 +1,12 @@
-// CUTLASS's Hopper FMHA kernels of cutlass_attention_sm90.hpp for f16 operands, persistent ping-pong schedule
-// (compiled for sm_90a only; a file of its own so that the instantiations compile in parallel).
+// CUTLASS's Hopper FMHA kernels of cutlass_attention_sm90.hpp for f16 operands, persistent ping-pong schedule (compiled
+// for sm_90a only; a file of its own so that the instantiations compile in parallel).
 #include "backends/cuda/kernels/cutlass_attention_sm90.cuh"
 
 namespace tensoracle::cuda::sm90 {
 
-std::unique_ptr<FusedAttention> make_f16_pingpong_fused_attention(std::int64_t head_dim, bool causal, int device,
-                                                                  int sm_count) {
-  return make_typed_fused_attention<cutlass::half_t, AttentionSchedule::kPingpong>(head_dim, causal, device, sm_count);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_pingpong_fused_attention) {
+  return make_typed_fused_attention<cutlass::half_t, AttentionSchedule::kPingpong>(head_dim, causal, keys, device,
+                                                                                   sm_count);
 }
 
 }  // namespace tensoracle::cuda::sm90

@@ -4,9 +4,8 @@
 
 namespace tensoracle::cuda::sm90 {
 
-std::unique_ptr<FusedAttention> make_bf16_pingpong_fused_attention(std::int64_t head_dim, bool causal, int device,
-                                                                   int sm_count) {
-  return make_typed_fused_attention<cutlass::bfloat16_t, AttentionSchedule::kPingpong>(head_dim, causal, device,
+TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_pingpong_fused_attention) {
+  return make_typed_fused_attention<cutlass::bfloat16_t, AttentionSchedule::kPingpong>(head_dim, causal, keys, device,
                                                                                        sm_count);
 }
 

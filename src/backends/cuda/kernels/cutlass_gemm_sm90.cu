@@ -17,6 +17,13 @@ std::unique_ptr<FusedGemm> make_fused_gemm(GemmConfig config, DataType dtype, Ac
       default: return nullptr;
     }
   }
+  if (activation == Activation::kNone) {
+    switch (dtype) {
+      case DataType::kF16: return make_f16_plain_gemm(config, residual, device, sm_count);
+      case DataType::kBF16: return make_bf16_plain_gemm(config, residual, device, sm_count);
+      default: return nullptr;
+    }
+  }
   if (activation != Activation::kGeluErf) return nullptr;
   switch (dtype) {
     case DataType::kF16:

@@ -355,6 +355,17 @@ std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activat
   }
 }
 
+// The 128x128 ping-pong configuration of one element type without an activation, with a residual C or without C: a
+// plain product whose tile's epilogue overlaps the other warpgroup's products, for products with few tiles across
+// (ViT's and BERT-large's attention output projections: 768 or 1024 columns); nullptr for another configuration.
+template <typename Element>
+std::unique_ptr<FusedGemm> make_typed_plain_gemm(GemmConfig config, bool residual, int device, int sm_count) {
+  using cutlass::epilogue::thread::Identity;
+  constexpr GemmConfig k128x128 = GemmConfig::kPingpong128x128;
+  return residual ? make_typed_fused_gemm<Element, Element, Identity, k128x128>(config, device, sm_count)
+                  : make_typed_fused_gemm<Element, void, Identity, k128x128>(config, device, sm_count);
+}
+
 // quantized_linear's product of `config` for one operand type, f16 result: the configurations of kBuilt only. i8
 // (i32 accumulators) takes 128x256 cooperative and 128x128 ping-pong tiles; f8e4m3 keeps a second f32 accumulator that
 // the products are promoted into every K tile (CUTLASS's exact FP8 mainloop, not its fast accumulation), which fits a
@@ -421,6 +432,9 @@ std::unique_ptr<FusedGemm> make_f16_small_tile_gemm(GemmConfig config, Activatio
                                                     int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_small_tile_gemm(GemmConfig config, Activation activation, bool residual,
                                                      int device, int sm_count);
+// linear's plain 128x128 ping-pong products (make_typed_plain_gemm): f16 (..._plain.cu), bf16 (..._bf16_plain.cu).
+std::unique_ptr<FusedGemm> make_f16_plain_gemm(GemmConfig config, bool residual, int device, int sm_count);
+std::unique_ptr<FusedGemm> make_bf16_plain_gemm(GemmConfig config, bool residual, int device, int sm_count);
 // The quantized products, f16 result (..._fp8.cu, ..._int8.cu) and result quantized again (..._requantized.cu).
 std::unique_ptr<FusedGemm> make_f8e4m3_quantized_gemm(GemmConfig config, Activation activation, int device,
                                                       int sm_count);

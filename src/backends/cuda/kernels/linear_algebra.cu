@@ -1072,7 +1072,8 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
   if (sm90::kFusedGemmBuilt) {
     using sm90::GemmConfig;
-    // erf-GELU: every configuration. No activation: the small tiles only, for products of few rows (with many rows
+    // erf-GELU: every configuration. No activation: the small tiles, for products of few rows, and the 128x128
+    // ping-pong tile, whose epilogue overlaps the products, for products of few columns (with many rows and columns
     // cuBLASLt's plain products run at 643-656 TFLOP/s, docs/performance.md).
 #define TENSORACLE_CUTLASS_LINEAR(dtype_name, dtype, config, config_name, gelu)   \
   prepared_kernel<prepare_fused_linear<GemmConfig::config>, launch_fused_linear>( \
@@ -1085,6 +1086,7 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x128, "pingpong64x128", false),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64", false),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128, "pingpong128x128", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x256, "coop128x256_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x128, "coop128x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128, "pingpong128x128_gelu_erf", true),
@@ -1092,6 +1094,7 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x64, "pingpong64x64_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x128, "pingpong64x128", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x64, "pingpong64x64", false),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128, "pingpong128x128", false),
     };
 #undef TENSORACLE_CUTLASS_LINEAR
     kernels.insert(kernels.end(), fused.begin(), fused.end());

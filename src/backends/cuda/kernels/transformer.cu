@@ -1055,9 +1055,10 @@ void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& 
 
 // ---- attention through CUTLASS's Hopper FMHA kernels ----
 // CUTLASS's warp-specialized flash attention (cutlass_attention_sm90.hpp) for f16/bf16 on compute capability 9.0
-// GPUs, timed against cuDNN's and ours: no mask input, one kv head per query head, head dim 64 or 128 (d = dv), whole
-// tiles of 64 or 128 keys, sequence lengths multiples of 8. Like cuDNN's it skips the keys that causal masking hides,
-// so the same kernel applies the reference's 0·v rule after it. Other problems (the shapes can change at
+// GPUs, timed against cuDNN's and ours: no mask input, one kv head per query head, head dim 64 or 128 (d = dv), any
+// sequence lengths unmasked (a key count that is not whole tiles takes the kernel that masks the last tile's missing
+// keys), whole tiles of keys causal. Like cuDNN's it skips the keys that causal masking hides, so the same kernel
+// applies the reference's 0·v rule after it. Other problems (the shapes can change at
 // set_input_shapes), and bound addresses that are not 16-byte aligned, run our flash kernel (`ours`).
 // The scratch of CUTLASS's attention steps: each query row's log-sum-exp (f32), for up to 2 Mi rows (B·H·Sq).
 constexpr std::size_t kCutlassAttentionWorkspace = std::size_t{8} << 20;
@@ -1122,10 +1123,12 @@ CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
   strides(p.vs, a.v_stride);
   strides(p.os, a.o_stride);
   a.scale = p.scale_f;
-  plan.fused = sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, kSchedule,
+  plan.fused = sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, p.skv, kSchedule,
                                           gpu.device, gpu.sm_count);
   if (plan.fused == nullptr || !plan.fused->can_implement(a)) {
-    return decline("head dims 64 and 128, whole tiles of 64 or 128 keys, sequences of multiples of 8 only");
+    return decline(kSchedule == sm90::AttentionSchedule::kPingpongWide
+                       ? "head dim 64 only, whole tiles of 128 keys when causal"
+                       : "head dims 64 and 128, whole tiles of 64 or 128 keys when causal");
   }
   if (plan.fused->workspace_bytes(a) > launch.workspace_bytes) return decline("more rows than its scratch holds");
   const DeviceTensor* tensors[] = {&launch.inputs.at(0), &launch.inputs.at(1), &launch.inputs.at(2),
@@ -1286,6 +1289,25 @@ bool supports_attention_cutlass(const graph::Graph& graph, const graph::Layer& l
   return sm90::kFusedAttentionBuilt && supports_attention_cudnn<kDtype>(graph, layer, precision);
 }
 
+// The wide ping-pong kernels have head dim 64 only: a layer whose static head dim is another is not timed with them
+// (their entry would run the flash kernel, a second time).
+template <DataType kDtype>
+bool supports_attention_cutlass_wide(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  if (!supports_attention_cutlass<kDtype>(graph, layer, precision)) return false;
+  const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
+  const std::optional<graph::AttentionLayout> layout =
+      graph::parse_attention_layout(attrs.get_string("layout", "bhsd"));
+  const Dims q = graph.static_dims(layer.inputs[0]);
+  if (!layout || q.rank() == 0 || q[q.rank() - 1] < 0) return true;  // prepare says what is wrong, or shapes decide
+  std::int64_t d = q[q.rank() - 1];  // bhsd and bshd: the last dim; packed: the width over its parts
+  if (*layout == graph::AttentionLayout::kPacked) {
+    const std::int64_t heads = attrs.get_int("heads", 0), kv_heads = attrs.get_int("kv_heads", 0);
+    if (heads <= 0 || kv_heads <= 0) return true;
+    d /= graph::attention_packed_parts(heads, kv_heads);
+  }
+  return d == 64;
+}
+
 template <DataType kDtype>
 bool supports_rotary(const graph::Graph& graph, const graph::Layer& layer, Precision /*precision*/) {
   if (!has_input(layer, 0) || graph.tensor(layer.inputs[0]).dtype != kDtype || layer.outputs.size() != 1 ||
@@ -1327,6 +1349,15 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
       prepared_kernel<prepare_attention_cutlass<true, sm90::AttentionSchedule::kPingpong>, launch_attention_cutlass>(
           "attention_bf16_f32acc_cutlass_sm90_pingpong", "attention", supports_attention_cutlass<DataType::kBF16>,
           kCutlassAttentionWorkspace),
+      // ping-pong with tiles of 128 keys at head dim 64
+      prepared_kernel<prepare_attention_cutlass<false, sm90::AttentionSchedule::kPingpongWide>,
+                      launch_attention_cutlass>("attention_f16_f32acc_cutlass_sm90_pingpong_wide", "attention",
+                                                supports_attention_cutlass_wide<DataType::kF16>,
+                                                kCutlassAttentionWorkspace),
+      prepared_kernel<prepare_attention_cutlass<true, sm90::AttentionSchedule::kPingpongWide>,
+                      launch_attention_cutlass>("attention_bf16_f32acc_cutlass_sm90_pingpong_wide", "attention",
+                                                supports_attention_cutlass_wide<DataType::kBF16>,
+                                                kCutlassAttentionWorkspace),
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
       prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
                                                                         supports_attention<DataType::kF16>, 0),
