@@ -1,8 +1,7 @@
 // CUTLASS's Hopper FMHA forward kernels behind cutlass_attention_sm90.hpp: one template over element type, head dim,
 // mask and schedule, instantiated by cutlass_attention_sm90{,_bf16}{,_pingpong,_pingpong_wide}.cu (compiled for
-// sm_90a only). The
-// kernels come from the FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on the include path:
-// src/CMakeLists.txt).
+// sm_90a only). The kernels come from the FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on
+// the include path: src/CMakeLists.txt).
 #pragma once
 
 #include <cutlass/cutlass.h>
