@@ -266,7 +266,7 @@ def main():
     p.add_argument("--ncu-metrics", default="",
                    help="with --ncu: comma-separated regular expressions over the names `ncu --query-metrics` lists "
                         "(e.g. 'pipe_.*_cycles_active$,warps_issue_stalled_.*_per_issue_active$'); each match is "
-                        "collected too (counters as % of their sustained peak, ratios as ratios) and printed")
+                        "collected too (counters as %% of their sustained peak, ratios as ratios) and printed")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=384)
     p.add_argument("--hidden", type=int, default=1024)
@@ -284,6 +284,7 @@ def main():
     rows = a.batch * a.seq
     attention = list(attention_cases(a.attention))
     attention_names = {case["name"] for case in attention}
+    metrics = ncu_metrics(a.ncu_metrics) if a.ncu else []  # the machine's list, asked once
     for case in itertools.chain(attention, cases(rows, a.hidden, 4 * a.hidden, a.batch, a.seq, a.heads,
                                                  a.image_batch)):
         if case["name"] not in attention_names and (only or attention) and case["name"] not in only:
@@ -326,7 +327,6 @@ def main():
             report = d / "ncu.txt"
             sections = ["SpeedOfLight", "Occupancy", "LaunchStats"] + (["ComputeWorkloadAnalysis", "InstructionStats"]
                                                                        if a.pipes else [])
-            metrics = ncu_metrics(a.ncu_metrics)
             n = subprocess.run(["ncu"] + [x for s in sections for x in ("--section", s)] +
                                (["--metrics", ",".join(metrics)] if metrics else []) +
                                ["--launch-skip", "30", "--launch-count", "1" if a.pipes or metrics else "3", a.cli,
