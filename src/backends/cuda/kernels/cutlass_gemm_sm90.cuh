@@ -35,12 +35,14 @@
 namespace tensoracle::cuda::sm90 {
 
 // One configuration: tile (its K extent is 128 bytes of operands), cluster, kernel and epilogue schedules.
-template <int kM, int kN, int kK, int kClusterM, class KernelSchedule_, class EpilogueSchedule_>
+template <int kM, int kN, int kK, int kClusterM, class KernelSchedule_, class EpilogueSchedule_,
+          class EpilogueTile_ = cutlass::epilogue::collective::EpilogueTileAuto>
 struct Config {
   using Tile = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
   using Cluster = cute::Shape<cute::Int<kClusterM>, cute::_1, cute::_1>;
   using KernelSchedule = KernelSchedule_;
   using EpilogueSchedule = EpilogueSchedule_;
+  using EpilogueTile = EpilogueTile_;
 };
 
 // The configurations of GemmConfig, for operands of kBits bits.
@@ -58,6 +60,10 @@ template <int kBits>
 struct ConfigTraits<GemmConfig::kPingpong128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
              cutlass::epilogue::TmaWarpSpecialized> {};
+template <int kBits>
+struct ConfigTraits<GemmConfig::kPingpong128x128Epi64, kBits>
+    : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+             cutlass::epilogue::TmaWarpSpecialized, cute::Shape<cute::_64, cute::_64>> {};
 template <int kBits>
 struct ConfigTraits<GemmConfig::kPingpong64x128, kBits>
     : Config<64, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
@@ -198,9 +204,8 @@ class CutlassFusedGemm final : public FusedGemm {
                                                                                 ElementOut, ElementOut, float>>>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Traits::Tile, typename Traits::Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementC, cutlass::layout::RowMajor,
-      kCAlignment, ElementD, cutlass::layout::RowMajor, kDAlignment, typename Traits::EpilogueSchedule,
-      FusionOp>::CollectiveOp;
+      typename Traits::EpilogueTile, Accumulator, float, ElementC, cutlass::layout::RowMajor, kCAlignment, ElementD,
+      cutlass::layout::RowMajor, kDAlignment, typename Traits::EpilogueSchedule, FusionOp>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, cutlass::layout::RowMajor, kInAlignment,
       ElementIn, cutlass::layout::ColumnMajor, kInAlignment, Accumulator, typename Traits::Tile,
@@ -334,7 +339,8 @@ std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, 
 template <typename Element, typename ElementC>
 std::unique_ptr<FusedGemm> make_large_tile_gelu_gemm(GemmConfig config, int device, int sm_count) {
   return make_typed_fused_gemm<Element, ElementC, GeluErfFloat, GemmConfig::kCooperative128x256,
-                               GemmConfig::kCooperative128x128, GemmConfig::kPingpong128x128>(config, device, sm_count);
+                               GemmConfig::kCooperative128x128, GemmConfig::kPingpong128x128,
+                               GemmConfig::kPingpong128x128Epi64>(config, device, sm_count);
 }
 
 // The small-tile configurations (GemmConfig's kPingpong64x128 and kPingpong64x64) of one element type, with erf-GELU

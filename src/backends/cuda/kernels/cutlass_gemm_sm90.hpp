@@ -20,9 +20,10 @@ namespace tensoracle::cuda::sm90 {
 // between two consumer warpgroups, a ping-pong kernel gives each its own tile and overlaps one's epilogue with the
 // other's products).
 enum class GemmConfig {
-  kCooperative128x256,  // 128x256x64 tiles, clusters of 2x1
-  kCooperative128x128,  // 128x128x64 tiles, no cluster
-  kPingpong128x128,     // 128x128x64 tiles, no cluster
+  kCooperative128x256,    // 128x256x64 tiles, clusters of 2x1
+  kCooperative128x128,    // 128x128x64 tiles, no cluster
+  kPingpong128x128,       // 128x128x64 tiles, no cluster
+  kPingpong128x128Epi64,  // the same with 64x64 epilogue subtiles (CUTLASS's default: 64x32)
   // Small tiles, for products of few rows (a batch of one sequence): more tiles than 128-row ones keep more of the
   // GPU's multiprocessors busy. A ping-pong warpgroup takes a 64-row tile of its own.
   kPingpong64x128,  // 64x128x64 tiles, no cluster
