@@ -334,6 +334,13 @@ std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, int device, 
                                                                                                 sm_count);
 }
 
+// The same with a residual C (ElementC = Element) when `residual`, else without C (void).
+template <typename Element, template <class> class ActivationFn, GemmConfig... kBuilt>
+std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, bool residual, int device, int sm_count) {
+  if (residual) return make_typed_fused_gemm<Element, Element, ActivationFn, kBuilt...>(config, device, sm_count);
+  return make_typed_fused_gemm<Element, void, ActivationFn, kBuilt...>(config, device, sm_count);
+}
+
 // The 128-row configurations of one element type with erf-GELU, with a residual C (ElementC = Element) or without C
 // (void).
 template <typename Element, typename ElementC>
@@ -352,11 +359,9 @@ std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activat
   using cutlass::epilogue::thread::Identity;
   switch (activation) {
     case Activation::kGeluErf:
-      return residual ? make_typed_fused_gemm<Element, Element, GeluErfFloat, k64x128, k64x64>(config, device, sm_count)
-                      : make_typed_fused_gemm<Element, void, GeluErfFloat, k64x128, k64x64>(config, device, sm_count);
+      return make_typed_fused_gemm<Element, GeluErfFloat, k64x128, k64x64>(config, residual, device, sm_count);
     case Activation::kNone:
-      return residual ? make_typed_fused_gemm<Element, Element, Identity, k64x128, k64x64>(config, device, sm_count)
-                      : make_typed_fused_gemm<Element, void, Identity, k64x128, k64x64>(config, device, sm_count);
+      return make_typed_fused_gemm<Element, Identity, k64x128, k64x64>(config, residual, device, sm_count);
     default: return nullptr;
   }
 }
@@ -366,10 +371,8 @@ std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activat
 // (ViT's and BERT-large's attention output projections: 768 or 1024 columns); nullptr for another configuration.
 template <typename Element>
 std::unique_ptr<FusedGemm> make_typed_plain_gemm(GemmConfig config, bool residual, int device, int sm_count) {
-  using cutlass::epilogue::thread::Identity;
-  constexpr GemmConfig k128x128 = GemmConfig::kPingpong128x128;
-  return residual ? make_typed_fused_gemm<Element, Element, Identity, k128x128>(config, device, sm_count)
-                  : make_typed_fused_gemm<Element, void, Identity, k128x128>(config, device, sm_count);
+  return make_typed_fused_gemm<Element, cutlass::epilogue::thread::Identity, GemmConfig::kPingpong128x128>(
+      config, residual, device, sm_count);
 }
 
 // quantized_linear's product of `config` for one operand type, f16 result: the configurations of kBuilt only. i8
