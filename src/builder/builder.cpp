@@ -183,11 +183,13 @@ std::vector<std::byte> Builder::build(const Network& network) const {
         ++reused;
         if (known->from_file) ++from_file;
       } else {
+        const auto timing_start = std::chrono::steady_clock::now();
         chosen = backend.time_candidates(g, layer, shapes[1], candidates, config_.precision, config_.target);
+        const std::chrono::duration<double> timing_s = std::chrono::steady_clock::now() - timing_start;
         timing.insert(key, candidates[chosen]);
         ++timed;
-        info(fmt::format("build: step {}/{} '{}': {} fastest of {}", l + 1, g.layers.size(), layer.name,
-                         candidates[chosen], candidates.size()));
+        info(fmt::format("build: step {}/{} '{}': {} fastest of {} (timed in {:.2f} s)", l + 1, g.layers.size(),
+                         layer.name, candidates[chosen], candidates.size(), timing_s.count()));
       }
     }
     plan::StepRecord step;

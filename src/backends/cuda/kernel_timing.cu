@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -153,13 +154,20 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
       std::unique_ptr<CUgraphExec_st, decltype(&cudaGraphExecDestroy)> graph(nullptr, &cudaGraphExecDestroy);
       try {
         launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
+        const auto prepare_start = std::chrono::steady_clock::now();
         const std::unique_ptr<StepState> state = k->prepare(launch);
+        const std::chrono::duration<double, std::milli> prepared = std::chrono::steady_clock::now() - prepare_start;
         launch.stream = stream;
         const auto plain = [&] { k->launch(launch, *state); };
+        const auto warm_up_start = std::chrono::steady_clock::now();
         time_once(plain);  // warm-up: caches, and the kernels' modules loaded before any capture
+        const std::chrono::duration<double, std::milli> warm_up = std::chrono::steady_clock::now() - warm_up_start;
+        // Where the build's time goes besides the timed runs, for the verbose log.
+        const std::string setup =
+            fmt::format("prepared in {:.1f} ms, warm-up {:.1f} ms", prepared.count(), warm_up.count());
         const float first = time_once(plain);
         if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) {
-          report.push_back(fmt::format("{} dropped ({:.4f} ms once)", candidates[c], first));
+          report.push_back(fmt::format("{} dropped ({:.4f} ms once; {})", candidates[c], first, setup));
           continue;
         }
         const int launches = static_cast<int>(
@@ -182,7 +190,7 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
           times.push_back((graph != nullptr ? time_once(replay) : time_once(plain)) / per_run);
         std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
         const float median = times[times.size() / 2];
-        report.push_back(fmt::format("{} {:.4f} ms ({})", candidates[c], median, how));
+        report.push_back(fmt::format("{} {:.4f} ms ({}; {})", candidates[c], median, how, setup));
         if (best == candidates.size() || median < best_ms) {
           best = c;
           best_ms = median;

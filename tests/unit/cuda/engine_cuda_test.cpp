@@ -512,6 +512,7 @@ TEST(CudaEngine, KernelTimingReplaysEveryCandidateInACapturedGraph) {
   ASSERT_FALSE(timed.empty()) << "no layer had two candidates to time";
   for (const std::string& line : timed) {
     EXPECT_NE(line.find("in a graph of"), std::string::npos) << line;
+    EXPECT_NE(line.find("; prepared in "), std::string::npos) << line;  // each candidate's set-up time
     EXPECT_EQ(line.find("not capturable"), std::string::npos) << line;
     EXPECT_EQ(line.find("failed"), std::string::npos) << line;
   }
