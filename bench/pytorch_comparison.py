@@ -120,7 +120,7 @@ def run_cmd(cmd: list[str], timeout: float, log_path: Path | None = None, env: d
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as f:
             f.write(f"$ {' '.join(cmd)}\n# rc={p.returncode} {seconds:.2f} s{' ' + error if error else ''}\n")
-            f.write((err or "")[-100_000:] + "\n")
+            f.write((err or "")[-2_000_000:] + "\n")
     return {"rc": p.returncode, "stdout": out or "", "stderr": err or "", "seconds": seconds, "error": error}
 
 

@@ -464,7 +464,8 @@ TEST(CudaEngine, TimingCacheRebuildTimesNothingAndChoosesTheSameKernels) {
   set_log_callback(nullptr);
   set_log_level(LogSeverity::kWarning);
   std::filesystem::remove(path);
-  // "build: kernels chosen in S s: T problems timed, R choices reused (F from the timing cache file)"
+  // "build: kernels chosen in S s: T problems timed, R choices reused (F from the timing cache file); the chosen
+  // kernels' scratch queried in Q s"
   auto counts = [](const std::string& line) {
     std::smatch m;
     std::array<int, 3> n{-1, -1, -1};
