@@ -6,8 +6,9 @@
 # PERF_SANITIZE_UNIT, a gtest filter, under memcheck), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
 # within PERF_BUDGET_S seconds (PERF_BENCH_ARGS: more of its arguments, e.g. --build-extra=-v), then
-# bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default, skips it). PERF_PYTEST (a pytest -k expression over tests/python/test_calibrate.py and test_engine_cli.py, the CLI
-# tests with GPU halves; empty, the default, skips them) runs those tests first. PERF_CONFORMANCE_FIRST (a -k
+# bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default, skips it). PERF_PYTEST (a pytest -k
+# expression over tests/python/test_calibrate.py and test_engine_cli.py, the CLI tests with GPU halves; empty, the
+# default, skips them) runs those tests first. PERF_CONFORMANCE_FIRST (a -k
 # expression, empty by default) runs those conformance cases again with every step on its first candidate
 # (--no-timing). PERF_STARTUP (bench/pytorch_models.py keys, comma-separated, e.g. bert,resnet50; empty, the default,
 # skips it) runs bench/startup_profile.py on each: where a fresh process's time to the first inference goes.

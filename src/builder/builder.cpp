@@ -14,6 +14,7 @@
 #include "builder/timing_cache.hpp"
 #include "builder/weight_pool.hpp"
 #include "core/bytes.hpp"
+#include "core/stopwatch.hpp"
 #include "graph/graph.hpp"
 #include "graph/plugin_layer.hpp"
 #include "graph/shape_eval.hpp"
@@ -160,7 +161,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   if (!config_.timing_cache.empty() && config_.time_kernels) timing.load(config_.timing_cache);
   std::size_t timed = 0, reused = 0, from_file = 0;
   const auto kernels_start = std::chrono::steady_clock::now();
-  std::chrono::duration<double> scratch_query_s{0};    // the chosen kernels' scratch queries (plans made to ask)
+  double scratch_query_ms = 0;                         // the chosen kernels' scratch queries (plans made to ask)
   std::map<std::string, std::uint64_t> scratch_known;  // problem key with the chosen kernel -> its scratch
   std::size_t scratch = 0;
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
@@ -185,20 +186,20 @@ std::vector<std::byte> Builder::build(const Network& network) const {
         ++reused;
         if (known->from_file) ++from_file;
       } else {
-        const auto timing_start = std::chrono::steady_clock::now();
+        Stopwatch timing_watch;
         chosen = backend.time_candidates(g, layer, shapes[1], candidates, config_.precision, config_.target);
-        const std::chrono::duration<double> timing_s = std::chrono::steady_clock::now() - timing_start;
+        const double timing_ms = timing_watch.lap_ms();
         timing.insert(key, candidates[chosen]);
         ++timed;
         info(fmt::format("build: step {}/{} '{}': {} fastest of {} (timed in {:.2f} s)", l + 1, g.layers.size(),
-                         layer.name, candidates[chosen], candidates.size(), timing_s.count()));
+                         layer.name, candidates[chosen], candidates.size(), timing_ms / 1e3));
       }
     }
     plan::StepRecord step;
     step.kernel = candidates[chosen];
     // What the kernel needs at the largest of the profile's shapes, asked once per distinct problem (a query can
     // build the kernel's plan: cuDNN's finalization compiles some; repeated blocks and fixed shapes ask once).
-    const auto query_start = std::chrono::steady_clock::now();
+    Stopwatch query_watch;
     for (const auto& point : shapes) {
       const std::string key = builder::TimingCache::problem_key(g, layer, point, {step.kernel}, config_.precision);
       auto known = scratch_known.find(key);
@@ -210,7 +211,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
       }
       step.workspace_bytes = std::max<std::uint64_t>(step.workspace_bytes, known->second);
     }
-    scratch_query_s += std::chrono::steady_clock::now() - query_start;
+    scratch_query_ms += query_watch.lap_ms();
     if (step.workspace_bytes > config_.max_scratch_bytes) {
       throw UnsupportedError(
           fmt::format("layer '{}': kernel {} needs {} bytes of scratch, more than max_scratch_bytes "
@@ -227,7 +228,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     info(
         fmt::format("build: kernels chosen in {:.2f} s: {} problems timed, {} choices reused ({} from the timing "
                     "cache file); the chosen kernels' scratch queried in {:.2f} s",
-                    seconds.count(), timed, reused, from_file, scratch_query_s.count()));
+                    seconds.count(), timed, reused, from_file, scratch_query_ms / 1e3));
   }
   if (!config_.timing_cache.empty() && config_.time_kernels) timing.save(config_.timing_cache);
 

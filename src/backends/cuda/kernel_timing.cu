@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -18,6 +17,7 @@
 #include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_step.hpp"
 #include "backends/cuda/device_guard.hpp"
+#include "core/stopwatch.hpp"
 #include "tensoracle/logging.hpp"
 
 namespace tensoracle::cuda {
@@ -154,17 +154,15 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
       std::unique_ptr<CUgraphExec_st, decltype(&cudaGraphExecDestroy)> graph(nullptr, &cudaGraphExecDestroy);
       try {
         launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
-        const auto prepare_start = std::chrono::steady_clock::now();
+        Stopwatch watch;
         const std::unique_ptr<StepState> state = k->prepare(launch);
-        const std::chrono::duration<double, std::milli> prepared = std::chrono::steady_clock::now() - prepare_start;
+        const double prepared_ms = watch.lap_ms();
         launch.stream = stream;
         const auto plain = [&] { k->launch(launch, *state); };
-        const auto warm_up_start = std::chrono::steady_clock::now();
         time_once(plain);  // warm-up: caches, and the kernels' modules loaded before any capture
-        const std::chrono::duration<double, std::milli> warm_up = std::chrono::steady_clock::now() - warm_up_start;
+        const double warm_up_ms = watch.lap_ms();
         // Where the build's time goes besides the timed runs, for the verbose log.
-        const std::string setup =
-            fmt::format("prepared in {:.1f} ms, warm-up {:.1f} ms", prepared.count(), warm_up.count());
+        const std::string setup = fmt::format("prepared in {:.1f} ms, warm-up {:.1f} ms", prepared_ms, warm_up_ms);
         const float first = time_once(plain);
         if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) {
           report.push_back(fmt::format("{} dropped ({:.4f} ms once; {})", candidates[c], first, setup));
