@@ -6,11 +6,13 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
@@ -73,6 +75,60 @@ void fill_random(void* device_pointer, DataType dtype, std::size_t count, std::m
                           "preparing timing inputs");
 }
 
+// A candidate prepared for timing: its state, the library handles it was prepared with (its launches use them too),
+// and the host time the preparation took, or the error it threw.
+struct PreparedCandidate {
+  LibraryHandles* handles = nullptr;
+  std::unique_ptr<StepState> state;
+  std::exception_ptr error;
+  double ms = 0;
+};
+
+// At most this many host threads prepare one layer's candidates at once.
+constexpr std::size_t kMaxPrepareThreads = 8;
+
+// Prepares every candidate before any is timed, on up to kMaxPrepareThreads host threads: finalizing a cuDNN
+// runtime-fusion plan compiles its kernel (tenths of a second of one core), and a convolution has several such
+// candidates. Each thread has its own library handles (a cuDNN handle is not for two threads at once), kept in
+// `handle_sets`, which must outlive the states. A plugin's prepare is the plugin's own code, not known to be
+// thread-safe: its candidates are prepared on this thread.
+std::vector<PreparedCandidate> prepare_candidates(const StepLaunch& launch, const std::vector<std::string>& candidates,
+                                                  const std::vector<std::size_t>& scratch, int device,
+                                                  std::vector<std::unique_ptr<LibraryHandles>>& handle_sets) {
+  std::vector<PreparedCandidate> prepared(candidates.size());
+  const bool parallel = launch.layer->op != "plugin";
+  const std::size_t threads =
+      parallel ? std::min({candidates.size(), kMaxPrepareThreads,
+                           static_cast<std::size_t>(std::max(1U, std::thread::hardware_concurrency()))})
+               : 1;
+  handle_sets.resize(threads);
+  std::atomic<std::size_t> next{0};
+  auto work = [&](std::size_t t) {
+    for (std::size_t c = next.fetch_add(1); c < candidates.size(); c = next.fetch_add(1)) {
+      PreparedCandidate& p = prepared[c];
+      try {
+        DeviceGuard guard(device);  // a new thread starts on device 0
+        if (handle_sets[t] == nullptr) handle_sets[t] = std::make_unique<LibraryHandles>();
+        StepLaunch own = launch;
+        own.handles = handle_sets[t].get();
+        own.workspace_bytes = scratch[c];
+        own.stream = nullptr;  // as in an execution context: prepared before any stream is known
+        Stopwatch watch;
+        p.state = find_kernel_entry(candidates[c])->prepare(own);
+        p.ms = watch.lap_ms();
+        p.handles = own.handles;
+      } catch (...) {
+        p.error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& thread : pool) thread.join();
+  return prepared;
+}
+
 }  // namespace
 
 std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer, const std::vector<Dims>& shapes,
@@ -115,13 +171,15 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
       TENSORACLE_CUDA_CHECK(cudaMalloc(&launch.workspace, workspace), "allocating timing scratch");
       allocations.push_back(launch.workspace);
     }
-    LibraryHandles handles;
+    std::vector<std::unique_ptr<LibraryHandles>> handle_sets;  // declared before the states: destroyed after them
+    Stopwatch prepare_watch;
+    std::vector<PreparedCandidate> prepared = prepare_candidates(launch, candidates, scratch, device, handle_sets);
+    const double prepare_all_ms = prepare_watch.lap_ms();
     cudaStream_t stream = nullptr;
     TENSORACLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "timing kernels");
     cudaEvent_t start = nullptr, stop = nullptr;
     TENSORACLE_CUDA_CHECK(cudaEventCreate(&start), "timing kernels");
     TENSORACLE_CUDA_CHECK(cudaEventCreate(&stop), "timing kernels");
-    launch.handles = &handles;
     launch.stream = stream;
     // Each candidate's launches are timed as the engine's graph mode runs them: back to back in a captured CUDA graph,
     // programmatically where the execution context launches so (timing plain launches adds the host's launch cost,
@@ -153,16 +211,15 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
       launch.workspace_bytes = scratch[c];
       std::unique_ptr<CUgraphExec_st, decltype(&cudaGraphExecDestroy)> graph(nullptr, &cudaGraphExecDestroy);
       try {
-        launch.stream = nullptr;  // as in an execution context: prepared before any stream is known
+        if (prepared[c].error) std::rethrow_exception(prepared[c].error);
+        const std::unique_ptr<StepState> state = std::move(prepared[c].state);  // released once it is timed
+        launch.handles = prepared[c].handles;
         Stopwatch watch;
-        const std::unique_ptr<StepState> state = k->prepare(launch);
-        const double prepared_ms = watch.lap_ms();
-        launch.stream = stream;
         const auto plain = [&] { k->launch(launch, *state); };
         time_once(plain);  // warm-up: caches, and the kernels' modules loaded before any capture
         const double warm_up_ms = watch.lap_ms();
         // Where the build's time goes besides the timed runs, for the verbose log.
-        const std::string setup = fmt::format("prepared in {:.1f} ms, warm-up {:.1f} ms", prepared_ms, warm_up_ms);
+        const std::string setup = fmt::format("prepared in {:.1f} ms, warm-up {:.1f} ms", prepared[c].ms, warm_up_ms);
         const float first = time_once(plain);
         if (best < candidates.size() && first > 4.0F * best_ms + 0.05F) {
           report.push_back(fmt::format("{} dropped ({:.4f} ms once; {})", candidates[c], first, setup));
@@ -200,7 +257,9 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
         cudaGetLastError();  // a launch that failed to start leaves its error here
       }
     }
-    log(LogSeverity::kVerbose, fmt::format("build: timed '{}': {}", layer.name, fmt::join(report, "; ")));
+    log(LogSeverity::kVerbose, fmt::format("build: timed '{}' (candidates prepared on {} thread{} in {:.1f} ms): {}",
+                                           layer.name, handle_sets.size(), handle_sets.size() == 1 ? "" : "s",
+                                           prepare_all_ms, fmt::join(report, "; ")));
     if (best == candidates.size()) std::rethrow_exception(last_error);
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
