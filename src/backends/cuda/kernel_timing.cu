@@ -75,15 +75,9 @@ void fill_random(void* device_pointer, DataType dtype, std::size_t count, std::m
   constexpr int kThreads = 256;
   const int blocks = static_cast<int>(std::min<std::size_t>((count + kThreads - 1) / kThreads, 4096));
   switch (dtype) {
-    case DataType::kF32:
-      fill_uniform<<<blocks, kThreads>>>(static_cast<float*>(device_pointer), count, seed);
-      break;
-    case DataType::kF64:
-      fill_uniform<<<blocks, kThreads>>>(static_cast<double*>(device_pointer), count, seed);
-      break;
-    case DataType::kF16:
-      fill_uniform<<<blocks, kThreads>>>(static_cast<__half*>(device_pointer), count, seed);
-      break;
+    case DataType::kF32: fill_uniform<<<blocks, kThreads>>>(static_cast<float*>(device_pointer), count, seed); break;
+    case DataType::kF64: fill_uniform<<<blocks, kThreads>>>(static_cast<double*>(device_pointer), count, seed); break;
+    case DataType::kF16: fill_uniform<<<blocks, kThreads>>>(static_cast<__half*>(device_pointer), count, seed); break;
     case DataType::kBF16:
       fill_uniform<<<blocks, kThreads>>>(static_cast<__nv_bfloat16*>(device_pointer), count, seed);
       break;
@@ -277,9 +271,9 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
         cudaGetLastError();  // a launch that failed to start leaves its error here
       }
     }
-    log(LogSeverity::kVerbose, fmt::format("build: timed '{}' (candidates prepared on {} thread{} in {:.1f} ms): {}",
-                                           layer.name, handle_sets.size(), handle_sets.size() == 1 ? "" : "s",
-                                           prepare_all_ms, fmt::join(report, "; ")));
+    log(LogSeverity::kVerbose,
+        fmt::format("build: timed '{}' (candidates prepared on {} thread{} in {:.1f} ms): {}", layer.name,
+                    handle_sets.size(), handle_sets.size() == 1 ? "" : "s", prepare_all_ms, fmt::join(report, "; ")));
     if (best == candidates.size()) std::rethrow_exception(last_error);
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
