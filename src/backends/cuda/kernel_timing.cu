@@ -41,7 +41,6 @@ std::size_t kernel_workspace_for(const std::string& kernel, const graph::Graph& 
 
 namespace {
 
-// Random bytes that are valid values of the dtype (small floats, small non-negative integers: safe as indices).
 // Uniform values in [-1, 1) from a hash of the element's index and the tensor's seed: the same values on every
 // run, made on the GPU (a host generator took seconds for a ResNet-50 convolution's 200 M-element tensors at batch
 // 256, most of that build's time).
