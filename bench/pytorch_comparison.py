@@ -30,6 +30,10 @@ every kernel launched plainly); peak memory
 (torch.cuda.max_memory_allocated for one eager inference; ours = engine weights + context memory +
 input + output). The GPU's measured limits (large fp16 matmul, device-to-device copy) come first.
 
+results.md ends with where the time goes at each model's largest batch: per op kind, then the ten costliest layers
+with a model's repeated blocks grouped (steps, kernels, time a step and in all, and each product's TFLOP/s and
+fraction of the measured matmul limit).
+
 Everything is written incrementally to OUT/results.json and OUT/results.md (small logs and the network
 JSON under OUT/MODEL/); weights and engines go to a scratch folder (--work, default a temporary folder,
 removed at the end) so they are not copied back with OUT. The run stops starting new work once the
@@ -47,6 +51,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -311,6 +316,24 @@ def engine_flops(manifest: dict) -> tuple[float, dict[str, float], dict[str, str
     return total, by_layer, ops
 
 
+def layer_groups(steps: list[dict], work: dict[str, float]) -> list[dict]:
+    """Steps grouped by layer name with its first whole number (after a dot or an underscore) as N: a model's repeated
+    blocks (encoder.layer.N.output.dense, encoder_layer_N.mlp.0, layer3.N.conv2), costliest first: steps, kernels
+    (most steps first), summed medians and summed work (FLOPs, 0 where unknown)."""
+    groups: dict[str, dict] = {}
+    for st in steps:
+        name = re.sub(r"(?<=[._])\d+(?=[./]|$)", "N", st["layer"], count=1)
+        g = groups.setdefault(name, {"layer": name, "steps": 0, "ms": 0.0, "flops": 0.0, "by_kernel": {}})
+        g["steps"] += 1
+        g["ms"] += st["median_ms"]
+        g["flops"] += work.get(st["layer"], 0.0)
+        g["by_kernel"][st["kernel"]] = g["by_kernel"].get(st["kernel"], 0) + 1
+    for g in groups.values():
+        g["kernels"] = ", ".join(k if n == g["steps"] else f"{k} ({n})"
+                                 for k, n in sorted(g.pop("by_kernel").items(), key=lambda kv: -kv[1]))
+    return sorted(groups.values(), key=lambda g: -g["ms"])
+
+
 def fmt_ms(v) -> str:
     if v is None:
         return "—"
@@ -428,25 +451,28 @@ class Results:
                 work = fb.get("by_layer", {}) if fb.get("batch") == row["batch"] else {}
                 ops = fb.get("step_ops", {}) if fb.get("batch") == row["batch"] else {}
                 mm_limit = get(self.data.get("limits"), "matmul", "tflops")
-                # Time per op kind (sums of step medians), then the slowest steps with each product's rate.
+                # Time per op kind (sums of step medians), then the costliest layers, a model's repeated blocks grouped
+                # (each class of product with its rate: what it reaches of the measured matmul limit).
                 kinds = {}
                 for st in steps:
                     kind = ops.get(st["layer"], st["kernel"].split("_")[0])
                     n, t = kinds.get(kind, (0, 0.0))
                     kinds[kind] = (n + 1, t + st["median_ms"])
-                sec = [f"### {model['title']}, batch {row['batch']}: top 10 of {len(steps)} steps "
+                sec = [f"### {model['title']}, batch {row['batch']}: {len(steps)} steps "
                        f"(sum of step medians {fmt_ms(total)} ms)", "",
                        "By op: " + ", ".join(f"{k} {fmt_ms(t)} ms ({n})" for k, (n, t) in
                                              sorted(kinds.items(), key=lambda kv: -kv[1][1])), "",
-                       "| # | layer | kernel | median ms | share | TFLOP/s (of matmul limit) |",
-                       "| ---: | --- | --- | ---: | ---: | ---: |"]
-                for i, s in enumerate(steps[:10]):
+                       "| # | layer (N: the block's number) | steps | kernel | median ms a step | all steps ms | share "
+                       "| TFLOP/s (of matmul limit) |",
+                       "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+                for i, g in enumerate(layer_groups(steps, work)[:10]):
                     rate = "—"
-                    if work.get(s["layer"]) and s["median_ms"] > 0:
-                        tf = work[s["layer"]] / (s["median_ms"] * 1e-3) / 1e12
-                        rate = f"{tf:.0f}" + (f" ({100 * tf / mm_limit:.0f} %)" if mm_limit else "")
-                    sec.append(f"| {i + 1} | {s['layer']} | {s['kernel']} | {fmt_ms(s['median_ms'])} | "
-                               f"{100 * s['median_ms'] / total:.1f} % | {rate} |")
+                    if g["flops"] and g["ms"] > 0:
+                        tf = g["flops"] / (g["ms"] * 1e-3) / 1e12
+                        rate = f"{tf:.3g}" + (f" ({100 * tf / mm_limit:.0f} %)" if mm_limit else "")
+                    sec.append(f"| {i + 1} | {g['layer']} | {g['steps']} | {g['kernels']} | "
+                               f"{fmt_ms(g['ms'] / g['steps'])} | {fmt_ms(g['ms'])} | "
+                               f"{100 * g['ms'] / total:.1f} % | {rate} |")
                 steps_sections += sec + [""]
         lines += ["", "Latencies are per inference at these shapes, one synchronize per run: ours = `tensoracle bench` "
                   "target_time_ms (CUDA events around the enqueue), PyTorch = CUDA events around the call (wall clock on "
@@ -506,7 +532,7 @@ class Results:
                     f"{100 * gbps / copy_gbps:.0f} %" if gbps and copy_gbps else "—"]) + " |")
         lines += limits + [""]
         if steps_sections:
-            lines += ["## Slowest steps (`tensoracle bench --per-step`, largest batch measured)", ""] + steps_sections
+            lines += ["## Where the time goes (`tensoracle bench --per-step`, largest batch measured)", ""] + steps_sections
         if problems:
             lines += ["## Failures and skipped work", ""] + problems + [""]
         return "\n".join(lines) + "\n"
