@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -88,7 +87,7 @@ std::vector<ShapeProfile> resolve_profiles(const graph::Graph& g, const BuilderC
 Builder::Builder(BuilderConfig config) : config_(std::move(config)) {}
 
 std::vector<std::byte> Builder::build(const Network& network) const {
-  const auto start = std::chrono::steady_clock::now();
+  Stopwatch build_watch;
   for (const auto& library : config_.plugin_libraries) load_plugin_library(library);
   network.verify();
   const backends::Backend& backend = backends::backend_for(config_.target.kind);
@@ -160,7 +159,7 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   builder::TimingCache timing(engine.target);
   if (!config_.timing_cache.empty() && config_.time_kernels) timing.load(config_.timing_cache);
   std::size_t timed = 0, reused = 0, from_file = 0;
-  const auto kernels_start = std::chrono::steady_clock::now();
+  Stopwatch kernels_watch;
   double scratch_query_ms = 0;                         // the chosen kernels' scratch queries (plans made to ask)
   std::map<std::string, std::uint64_t> scratch_known;  // problem key with the chosen kernel -> its scratch
   std::size_t scratch = 0;
@@ -224,17 +223,17 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   }
 
   if (timed + reused != 0) {
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - kernels_start;
+    const double seconds = kernels_watch.lap_ms() / 1e3;
     info(
         fmt::format("build: kernels chosen in {:.2f} s: {} problems timed, {} choices reused ({} from the timing "
                     "cache file); the chosen kernels' scratch queried in {:.2f} s",
-                    seconds.count(), timed, reused, from_file, scratch_query_ms / 1e3));
+                    seconds, timed, reused, from_file, scratch_query_ms / 1e3));
   }
   if (!config_.timing_cache.empty() && config_.time_kernels) timing.save(config_.timing_cache);
 
   // Kernels generated for their step (fused elementwise chains), compiled for the target into the "kernels" section;
   // identical sources (repeated blocks of a model) share one binary.
-  const auto compile_start = std::chrono::steady_clock::now();
+  Stopwatch compile_watch;
   std::map<std::string, plan::KernelBinary> compiled;  // source -> its binary
   std::size_t generated = 0;
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
@@ -256,9 +255,9 @@ std::vector<std::byte> Builder::build(const Network& network) const {
     engine.steps[l].binary = it->second;
   }
   if (generated != 0) {
-    const std::chrono::duration<double> compile_seconds = std::chrono::steady_clock::now() - compile_start;
+    const double compile_seconds = compile_watch.lap_ms() / 1e3;
     info(fmt::format("build: {} generated kernels ({} distinct, {} bytes) compiled with {} in {:.2f} s", generated,
-                     compiled.size(), engine.kernels.size(), backend.kernel_compiler(), compile_seconds.count()));
+                     compiled.size(), engine.kernels.size(), backend.kernel_compiler(), compile_seconds));
   }
 
   const builder::MemoryPlan memory = builder::plan_memory(g, shapes, backend.device_graph_passes());
@@ -268,11 +267,11 @@ std::vector<std::byte> Builder::build(const Network& network) const {
   engine.arena_offset = memory.offset;
   engine.arena_tensor_bytes.assign(memory.bytes.begin(), memory.bytes.end());
 
-  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-  engine.build_seconds = seconds.count();
+  const double seconds = build_watch.lap_ms() / 1e3;
+  engine.build_seconds = seconds;
   plan::WrittenEngine written = plan::write_engine(engine);
-  info(fmt::format("build: done in {:.2f} s; engine {} bytes, weights {} bytes, activation arena {} bytes",
-                   seconds.count(), written.bytes.size(), written.weight_bytes, memory.arena_bytes));
+  info(fmt::format("build: done in {:.2f} s; engine {} bytes, weights {} bytes, activation arena {} bytes", seconds,
+                   written.bytes.size(), written.weight_bytes, memory.arena_bytes));
   return std::move(written.bytes);
 }
 
