@@ -1,7 +1,9 @@
 // The f16/bf16 convolution entries run directly through the registry: cuDNN's first graph plan and its next four
 // (conv_*_f32math_cudnn, conv_*_f32math_cudnn_plan1..4), channels last with bias, residual and relu fused, on a 3x3 and
 // a 1x1 problem, and the 1x1 convolution as cuBLASLt's product (conv_*_1x1_cublaslt_algo0..1), against a
-// double-precision reference of the same half-precision operands.
+// double-precision reference of the same half-precision operands; cuDNN graph plans shared between steps of one
+// problem (ConvGraphPlan::build_shared), and an engine whose repeated convolutions share them, against the CPU
+// reference.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,10 +14,15 @@
 #include <vector>
 
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/cudnn_conv_graph.hpp"
 #include "gpu_test.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_def.hpp"
+#include "tensoracle/builder.hpp"
+#include "tensoracle/engine.hpp"
 #include "tensoracle/network.hpp"
+#include "tensoracle/reference_executor.hpp"
+#include "tensoracle/target_memory.hpp"
 
 namespace tensoracle::cuda {
 namespace {
@@ -120,6 +127,103 @@ TEST(CudaConvolution, PointwiseConvolutionAsAProductComputesTheFusedConvolution)
       for (const Problem& p : {Problem{2, 12, 12, 64, 128, 1}, Problem{1, 7, 9, 24, 40, 1}}) {
         SCOPED_TRACE(kernel + " c=" + std::to_string(p.c));
         EXPECT_LT(conv_error(kernel, dtype, p), dtype == DataType::kF16 ? 2e-3 : 1.5e-2);
+      }
+    }
+  }
+}
+
+// build_shared gives steps of one problem on one handle one finalized plan (each with its own variant pack), another
+// plan index or another handle a plan of their own, and once every sharer is gone a new plan.
+TEST(CudaConvolution, GraphPlansOfOneProblemAreSharedPerHandle) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  cudnnHandle_t first = nullptr, second = nullptr;
+  ASSERT_EQ(cudnnCreate(&first), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreate(&second), CUDNN_STATUS_SUCCESS);
+  ConvGraphProblem p;
+  p.n = 2, p.c = 16, p.h = 10, p.w = 10, p.o = 16, p.kh = 3, p.kw = 3, p.oh = 10, p.ow = 10, p.ph = 1, p.pw = 1;
+  p.nhwc = true, p.bias = true, p.relu = true;
+  constexpr std::size_t kLimit = 32 << 20;
+  {
+    const auto a = ConvGraphPlan::build_shared(first, p, kLimit, 0);
+    const auto b = ConvGraphPlan::build_shared(first, p, kLimit, 0);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_TRUE(a->shares_plan_with(*b));
+    EXPECT_EQ(a->workspace_bytes(), b->workspace_bytes());
+    const auto other_handle = ConvGraphPlan::build_shared(second, p, kLimit, 0);
+    ASSERT_NE(other_handle, nullptr);
+    EXPECT_FALSE(a->shares_plan_with(*other_handle));
+    const auto other_index = ConvGraphPlan::build_shared(first, p, kLimit, 1);
+    ASSERT_NE(other_index, nullptr);  // the next plan of cuDNN's list, or build's first built anew
+    EXPECT_FALSE(a->shares_plan_with(*other_index));
+    ConvGraphProblem wider = p;
+    wider.o = 32;
+    const auto other_problem = ConvGraphPlan::build_shared(first, wider, kLimit, 0);
+    ASSERT_NE(other_problem, nullptr);
+    EXPECT_FALSE(a->shares_plan_with(*other_problem));
+  }
+  {  // every plan above is gone: built anew, and shared again
+    const auto again = ConvGraphPlan::build_shared(first, p, kLimit, 0);
+    const auto with_again = ConvGraphPlan::build_shared(first, p, kLimit, 0);
+    ASSERT_NE(again, nullptr);
+    ASSERT_NE(with_again, nullptr);
+    EXPECT_TRUE(again->shares_plan_with(*with_again));
+  }
+  cudnnDestroy(second);
+  cudnnDestroy(first);
+}
+
+// Three identical 3x3 convolutions with bias and relu in a chain (one problem: one shared cuDNN plan per context), in
+// two contexts of one engine, enqueued twice (the variant packs bound again to other buffers), against the CPU
+// reference.
+TEST(CudaConvolution, RepeatedConvolutionsOfAnEngineMatchTheCpuReference) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-0.2F, 0.2F);
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {2, 16, 10, 10});
+  Tensor t = x;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> w(16 * 16 * 3 * 3), b(16);
+    for (auto& v : w) v = dist(rng);
+    for (auto& v : b) v = dist(rng);
+    Tensor tw = net.add_constant_copy(DataType::kF32, {16, 16, 3, 3}, w.data(), "w" + std::to_string(i));
+    Tensor tb = net.add_constant_copy(DataType::kF32, {16}, b.data(), "b" + std::to_string(i));
+    t = net.add_activation("relu", net.add_layer("conv", {t, tw, tb}, {{"padding", std::vector<std::int64_t>{1, 1}}},
+                                                 "conv" + std::to_string(i))[0]);
+  }
+  net.mark_output(t, "y");
+  BuilderConfig config;
+  config.target = Target::cuda(0);
+  config.precision = Precision::kFp16;
+  const auto engine = Engine::deserialize(Builder(config).build(net));
+  for (int run = 0; run < 2; ++run) {
+    HostTensor in(DataType::kF32, {2, 16, 10, 10});
+    std::normal_distribution<float> normal(0.F, 1.F);
+    for (std::size_t i = 0; i < in.size(); ++i) in.data<float>()[i] = normal(rng);
+    const HostTensor want = run_reference(net, {{"x", in}}).at("y");
+    auto first = engine->create_execution_context();
+    auto second = engine->create_execution_context();
+    for (ExecutionContext* ctx : {first.get(), second.get()}) {
+      ctx->set_input_shapes({{"x", in.shape}});
+      TargetStream stream(Target::cuda(0));
+      HostTensor got(DataType::kF32, ctx->tensor_shape("y"));
+      for (int enqueue = 0; enqueue < 2; ++enqueue) {  // other buffers the second time: a new variant pack
+        TargetBuffer xb(Target::cuda(0), in.bytes.size()), yb(Target::cuda(0), got.bytes.size());
+        xb.copy_from_host(in.bytes.data(), in.bytes.size());
+        yb.fill(0xFF);
+        ctx->set_tensor_address("x", xb.data());
+        ctx->set_tensor_address("y", yb.data());
+        ctx->enqueue(stream.get());
+        ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+        yb.copy_to_host(got.bytes.data(), got.bytes.size());
+        double num = 0, den = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const double d = static_cast<double>(got.data<float>()[i]) - want.data<float>()[i];
+          num += d * d;
+          den += static_cast<double>(want.data<float>()[i]) * want.data<float>()[i];
+        }
+        EXPECT_LT(std::sqrt(num / den), 1e-2) << "run " << run << " enqueue " << enqueue;
       }
     }
   }

@@ -508,14 +508,11 @@ void plan_legacy(const StepLaunch& launch, const ConvShape& s, CudnnConvPlan& pl
 // Problems cuDNN refuses (sizes beyond its int descriptors, output_padding that its geometry cannot express, no
 // algorithm within the workspace) run the direct kernel, which computes the same thing.
 // The graph plan of index `plan_index` in cuDNN's heuristics list (build_all's `skip`; 0: build's first), or, past the
-// list's end, the first one again; nullptr when cuDNN has none.
+// list's end, the first one again; nullptr when cuDNN has none. Steps of one problem on one handle (an execution
+// context's repeated layers) share one finalized plan.
 std::unique_ptr<ConvGraphPlan> build_graph_plan(cudnnHandle_t handle, const ConvGraphProblem& problem,
                                                 std::size_t limit, std::size_t plan_index) {
-  if (plan_index > 0) {
-    std::vector<std::unique_ptr<ConvGraphPlan>> plans = ConvGraphPlan::build_all(handle, problem, limit, 1, plan_index);
-    if (!plans.empty()) return std::move(plans.front());
-  }
-  return ConvGraphPlan::build(handle, problem, limit);
+  return ConvGraphPlan::build_shared(handle, problem, limit, plan_index);
 }
 
 template <bool kTranspose, std::size_t kPlanIndex = 0>

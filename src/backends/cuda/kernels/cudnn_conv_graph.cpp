@@ -6,6 +6,9 @@
 // cudnnBackendExecute (and, when its pointers differ from the last launch's, a new variant pack).
 #include "backends/cuda/kernels/cudnn_conv_graph.hpp"
 
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -131,7 +134,6 @@ bool has_note(const Desc& engine, cudnnBackendNumericalNote_t wanted) {
 
 ConvGraphPlan::~ConvGraphPlan() {
   if (variant_pack_ != nullptr) cudnnBackendDestroyDescriptor(variant_pack_);
-  if (plan_ != nullptr) cudnnBackendDestroyDescriptor(plan_);
 }
 
 std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle_t handle, const ConvGraphProblem& p,
@@ -285,7 +287,8 @@ std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle
       continue;
     }
     std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
-    result->plan_ = plan.release();
+    result->plan_ = std::shared_ptr<void>(
+        plan.release(), [](void* d) { cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(d)); });
     result->scale_ = p.scale;
     result->bias_ = p.bias;
     result->residual_ = p.residual;
@@ -301,6 +304,92 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build(cudnnHandle_t handle, const 
                                                     std::size_t workspace_limit) {
   std::vector<std::unique_ptr<ConvGraphPlan>> plans = build_all(handle, p, workspace_limit, 1);
   return plans.empty() ? nullptr : std::move(plans.front());
+}
+
+namespace {
+
+// What build_shared's plans are keyed by: the handle, every field of the problem, the scratch limit and the index.
+std::vector<std::int64_t> shared_plan_key(cudnnHandle_t handle, const ConvGraphProblem& p, std::size_t limit,
+                                          std::size_t index) {
+  return {static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(handle)),
+          p.n,
+          p.c,
+          p.h,
+          p.w,
+          p.o,
+          p.kh,
+          p.kw,
+          p.oh,
+          p.ow,
+          p.sh,
+          p.sw,
+          p.ph,
+          p.pw,
+          p.dh,
+          p.dw,
+          p.groups,
+          p.input_type,
+          p.type,
+          p.output_type,
+          p.compute,
+          p.nhwc,
+          p.scale,
+          p.bias,
+          p.residual,
+          p.relu,
+          p.output_scale,
+          p.residual_scale,
+          p.residual_type,
+          p.alignment,
+          static_cast<std::int64_t>(limit),
+          static_cast<std::int64_t>(index)};
+}
+
+// A live plan of build_shared: its finalized execution plan (expired once every ConvGraphPlan sharing it is gone, so
+// an entry never outlives its handle's states) and its scratch.
+struct SharedPlan {
+  std::weak_ptr<void> plan;
+  std::size_t workspace = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build_shared(cudnnHandle_t handle, const ConvGraphProblem& p,
+                                                           std::size_t workspace_limit, std::size_t plan_index) {
+  static std::mutex mutex;
+  static std::map<std::vector<std::int64_t>, SharedPlan> live;
+  const std::vector<std::int64_t> key = shared_plan_key(handle, p, workspace_limit, plan_index);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = live.find(key);
+    if (it != live.end()) {
+      if (std::shared_ptr<void> plan = it->second.plan.lock()) {
+        std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
+        result->plan_ = std::move(plan);
+        result->scale_ = p.scale;
+        result->bias_ = p.bias;
+        result->residual_ = p.residual;
+        result->output_scale_ = p.output_scale;
+        result->residual_scale_ = p.residual && p.residual_scale;
+        result->workspace_ = it->second.workspace;
+        return result;
+      }
+    }
+  }
+  // Built outside the lock (finalizing a runtime-fusion plan compiles a kernel): two threads on two handles never
+  // share a key, and one handle is used by one thread at a time.
+  std::unique_ptr<ConvGraphPlan> result;
+  if (plan_index > 0) {
+    std::vector<std::unique_ptr<ConvGraphPlan>> plans = build_all(handle, p, workspace_limit, 1, plan_index);
+    if (!plans.empty()) result = std::move(plans.front());
+  }
+  if (result == nullptr) result = build(handle, p, workspace_limit);
+  if (result != nullptr) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::erase_if(live, [](const auto& entry) { return entry.second.plan.expired(); });
+    live[key] = SharedPlan{result->plan_, result->workspace_};
+  }
+  return result;
 }
 
 cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const void* w, const void* scale,
@@ -346,7 +435,7 @@ cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, const void* x, const 
     variant_pack_ = pack.release();
     bound_ = pointers;
   }
-  return cudnnBackendExecute(handle, plan_, variant_pack_);
+  return cudnnBackendExecute(handle, static_cast<cudnnBackendDescriptor_t>(plan_.get()), variant_pack_);
 }
 
 }  // namespace tensoracle::cuda

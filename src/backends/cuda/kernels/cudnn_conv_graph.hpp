@@ -45,11 +45,20 @@ class ConvGraphPlan {
   static std::vector<std::unique_ptr<ConvGraphPlan>> build_all(cudnnHandle_t handle, const ConvGraphProblem& problem,
                                                                std::size_t workspace_limit, std::size_t max_plans,
                                                                std::size_t skip = 0);
+  // build's plan, or for plan_index > 0 build_all's plan of that index (build's when the list is shorter), sharing
+  // the finalized execution plan of a live ConvGraphPlan made by build_shared for the same handle, problem, limit and
+  // index, if there is one: an engine's repeated layers (ResNet-50's 53 convolutions have 24 distinct problems) build
+  // and finalize each plan once per execution context, not once per step. Each result has its own variant pack.
+  // Thread-safe.
+  static std::unique_ptr<ConvGraphPlan> build_shared(cudnnHandle_t handle, const ConvGraphProblem& problem,
+                                                     std::size_t workspace_limit, std::size_t plan_index);
   ConvGraphPlan(const ConvGraphPlan&) = delete;
   ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
   ~ConvGraphPlan();
 
   std::size_t workspace_bytes() const { return workspace_; }
+  // Whether this plan and `other` run one finalized execution plan (build_shared's sharing).
+  bool shares_plan_with(const ConvGraphPlan& other) const { return plan_ == other.plan_; }
   // Runs the plan on handle's stream (the handle it was built with). Absent parts: nullptr. The variant pack, which
   // binds the pointers, is built on the first call and again only when a pointer differs from the last call's; it is
   // the one thing a call changes, hence const with mutable members (one thread at a time, as the execution context).
@@ -59,7 +68,8 @@ class ConvGraphPlan {
 
  private:
   ConvGraphPlan() = default;
-  cudnnBackendDescriptor_t plan_ = nullptr;
+  // The finalized execution plan (a cudnnBackendDescriptor_t), shared by the plans build_shared gave for one problem.
+  std::shared_ptr<void> plan_;
   mutable cudnnBackendDescriptor_t variant_pack_ = nullptr;
   // x, w, scale, bias, residual, output scale, residual scale, y, workspace
   mutable std::array<const void*, 9> bound_{};
