@@ -36,10 +36,10 @@ namespace tensoracle::cuda::sm90 {
 
 // One configuration: tile (its K extent is 128 bytes of operands), cluster, kernel and epilogue schedules.
 template <int kM, int kN, int kK, int kClusterM, class KernelSchedule_, class EpilogueSchedule_,
-          class EpilogueTile_ = cutlass::epilogue::collective::EpilogueTileAuto>
+          class EpilogueTile_ = cutlass::epilogue::collective::EpilogueTileAuto, int kClusterN = 1>
 struct Config {
   using Tile = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kK>>;
-  using Cluster = cute::Shape<cute::Int<kClusterM>, cute::_1, cute::_1>;
+  using Cluster = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = KernelSchedule_;
   using EpilogueSchedule = EpilogueSchedule_;
   using EpilogueTile = EpilogueTile_;
@@ -52,6 +52,10 @@ template <int kBits>
 struct ConfigTraits<GemmConfig::kCooperative128x256, kBits>
     : Config<128, 256, 1024 / kBits, 2, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
              cutlass::epilogue::TmaWarpSpecializedCooperative> {};
+template <int kBits>
+struct ConfigTraits<GemmConfig::kCooperative256x128, kBits>
+    : Config<256, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+             cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::epilogue::collective::EpilogueTileAuto, 2> {};
 template <int kBits>
 struct ConfigTraits<GemmConfig::kCooperative128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
@@ -346,8 +350,9 @@ std::unique_ptr<FusedGemm> make_typed_fused_gemm(GemmConfig config, bool residua
 template <typename Element, typename ElementC>
 std::unique_ptr<FusedGemm> make_large_tile_gelu_gemm(GemmConfig config, int device, int sm_count) {
   return make_typed_fused_gemm<Element, ElementC, GeluErfFloat, GemmConfig::kCooperative128x256,
-                               GemmConfig::kCooperative128x128, GemmConfig::kPingpong128x128,
-                               GemmConfig::kPingpong128x128Epi64>(config, device, sm_count);
+                               GemmConfig::kCooperative256x128, GemmConfig::kCooperative128x128,
+                               GemmConfig::kPingpong128x128, GemmConfig::kPingpong128x128Epi64>(config, device,
+                                                                                                sm_count);
 }
 
 // The small-tile configurations (GemmConfig's kPingpong64x128 and kPingpong64x64) of one element type, with erf-GELU

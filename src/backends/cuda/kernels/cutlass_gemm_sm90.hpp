@@ -21,6 +21,7 @@ namespace tensoracle::cuda::sm90 {
 // other's products).
 enum class GemmConfig {
   kCooperative128x256,    // 128x256x64 tiles, clusters of 2x1
+  kCooperative256x128,    // 256x128x64 tiles (a 128x128 half a consumer warpgroup), clusters of 1x2
   kCooperative128x128,    // 128x128x64 tiles, no cluster
   kPingpong128x128,       // 128x128x64 tiles, no cluster
   kPingpong128x128Epi64,  // the same with 64x64 epilogue subtiles (CUTLASS's default: 64x32)

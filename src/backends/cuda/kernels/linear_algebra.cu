@@ -1080,6 +1080,7 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
       "linear_" #dtype_name "_f32acc_cutlass_sm90_" config_name, "linear", supports_fused_linear<dtype, gelu>)
     const std::vector<KernelEntry> fused = {
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative128x256, "coop128x256_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative256x128, "coop256x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative128x128, "coop128x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128, "pingpong128x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128Epi64, "pingpong128x128e64_gelu_erf", true),
@@ -1089,6 +1090,7 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64", false),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128, "pingpong128x128", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x256, "coop128x256_gelu_erf", true),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative256x128, "coop256x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x128, "coop128x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128, "pingpong128x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128Epi64, "pingpong128x128e64_gelu_erf", true),
