@@ -341,7 +341,8 @@ def fmt_ms(v) -> str:
 
 
 def fmt_x(v) -> str:
-    return "—" if v is None else f"{v:.2f}×"
+    # Three decimals below 10: the goals are ratios such as 1.25×, and 1.2486 must not read as 1.25.
+    return "—" if v is None else f"{v:.3f}×" if v < 10 else f"{v:.2f}×"
 
 
 def fmt_mib(v) -> str:
