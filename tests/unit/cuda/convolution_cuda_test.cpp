@@ -217,13 +217,7 @@ TEST(CudaConvolution, RepeatedConvolutionsOfAnEngineMatchTheCpuReference) {
         ctx->enqueue(stream.get());
         ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
         yb.copy_to_host(got.bytes.data(), got.bytes.size());
-        double num = 0, den = 0;
-        for (std::size_t i = 0; i < got.size(); ++i) {
-          const double d = static_cast<double>(got.data<float>()[i]) - want.data<float>()[i];
-          num += d * d;
-          den += static_cast<double>(want.data<float>()[i]) * want.data<float>()[i];
-        }
-        EXPECT_LT(std::sqrt(num / den), 1e-2) << "run " << run << " enqueue " << enqueue;
+        EXPECT_LT(gpu_test::rel_l2(got, want), 1e-2) << "run " << run << " enqueue " << enqueue;
       }
     }
   }

@@ -86,15 +86,7 @@ HostTensor random_input(const Dims& shape, std::mt19937& rng) {
   return t;
 }
 
-double rel_l2(const HostTensor& a, const HostTensor& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return std::sqrt(num / den);
-}
+using cuda::gpu_test::rel_l2;
 
 // Runs one enqueue on `stream` and returns the output.
 HostTensor run(ExecutionContext& ctx, const HostTensor& x, CUstream_st* stream, TargetBuffer& xb, TargetBuffer& yb) {

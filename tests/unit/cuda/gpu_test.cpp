@@ -1,6 +1,7 @@
 // The GPU tests' shared support (gpu_test.hpp): the GPU check, device buffers, half values, one entry run as a step.
 #include "gpu_test.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -60,6 +61,16 @@ std::vector<std::uint16_t> random_halves(std::size_t count, DataType dtype, floa
   std::vector<std::uint16_t> values(count);
   for (auto& v : values) v = float_to_half(dist(rng), dtype);
   return values;
+}
+
+double rel_l2(const HostTensor& got, const HostTensor& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got.data<float>()[i]) - want.data<float>()[i];
+    num += d * d;
+    den += static_cast<double>(want.data<float>()[i]) * want.data<float>()[i];
+  }
+  return std::sqrt(num / den);
 }
 
 DeviceTensor device_tensor(DataType dtype, Dims shape, void* data, bool caller_bound) {

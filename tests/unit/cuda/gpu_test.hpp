@@ -16,6 +16,7 @@
 
 #include "backends/cuda/cuda_step.hpp"
 #include "graph/graph.hpp"
+#include "tensoracle/host_tensor.hpp"
 
 namespace tensoracle::cuda::gpu_test {
 
@@ -72,6 +73,9 @@ std::uint16_t float_to_half(float value, DataType dtype);
 
 // `count` f16 or bf16 values drawn uniformly from [-scale, scale].
 std::vector<std::uint16_t> random_halves(std::size_t count, DataType dtype, float scale, std::mt19937& rng);
+
+// ‖got − want‖ / ‖want‖ of two f32 tensors of one size.
+double rel_l2(const HostTensor& got, const HostTensor& want);
 
 // A tensor of the step at `data`. A caller-bound one is unbound (null) while the step is prepared and bound to `data`
 // before it is launched, as an enqueue binds the caller's buffers.

@@ -136,6 +136,19 @@ ConvGraphPlan::~ConvGraphPlan() {
   if (variant_pack_ != nullptr) cudnnBackendDestroyDescriptor(variant_pack_);
 }
 
+std::unique_ptr<ConvGraphPlan> ConvGraphPlan::running(std::shared_ptr<void> plan, const ConvGraphProblem& p,
+                                                      std::size_t workspace) {
+  std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
+  result->plan_ = std::move(plan);
+  result->scale_ = p.scale;
+  result->bias_ = p.bias;
+  result->residual_ = p.residual;
+  result->output_scale_ = p.output_scale;
+  result->residual_scale_ = p.residual && p.residual_scale;
+  result->workspace_ = workspace;
+  return result;
+}
+
 std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle_t handle, const ConvGraphProblem& p,
                                                                      std::size_t workspace_limit, std::size_t max_plans,
                                                                      std::size_t skip) {
@@ -286,16 +299,10 @@ std::vector<std::unique_ptr<ConvGraphPlan>> ConvGraphPlan::build_all(cudnnHandle
         workspace < 0 || static_cast<std::size_t>(workspace) > workspace_limit) {
       continue;
     }
-    std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
-    result->plan_ = std::shared_ptr<void>(
-        plan.release(), [](void* d) { cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(d)); });
-    result->scale_ = p.scale;
-    result->bias_ = p.bias;
-    result->residual_ = p.residual;
-    result->output_scale_ = p.output_scale;
-    result->residual_scale_ = p.residual && p.residual_scale;
-    result->workspace_ = static_cast<std::size_t>(workspace);
-    plans.push_back(std::move(result));
+    plans.push_back(running(
+        std::shared_ptr<void>(plan.release(),
+                              [](void* d) { cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(d)); }),
+        p, static_cast<std::size_t>(workspace)));
   }
   return plans;
 }
@@ -363,17 +370,7 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::build_shared(cudnnHandle_t handle,
     const std::lock_guard<std::mutex> lock(mutex);
     const auto it = live.find(key);
     if (it != live.end()) {
-      if (std::shared_ptr<void> plan = it->second.plan.lock()) {
-        std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan);
-        result->plan_ = std::move(plan);
-        result->scale_ = p.scale;
-        result->bias_ = p.bias;
-        result->residual_ = p.residual;
-        result->output_scale_ = p.output_scale;
-        result->residual_scale_ = p.residual && p.residual_scale;
-        result->workspace_ = it->second.workspace;
-        return result;
-      }
+      if (std::shared_ptr<void> plan = it->second.plan.lock()) return running(std::move(plan), p, it->second.workspace);
     }
   }
   // Built outside the lock (finalizing a runtime-fusion plan compiles a kernel): two threads on two handles never

@@ -68,6 +68,9 @@ class ConvGraphPlan {
 
  private:
   ConvGraphPlan() = default;
+  // A plan that runs the finalized execution plan `plan` for problem p's parts, with that plan's scratch.
+  static std::unique_ptr<ConvGraphPlan> running(std::shared_ptr<void> plan, const ConvGraphProblem& p,
+                                                std::size_t workspace);
   // The finalized execution plan (a cudnnBackendDescriptor_t), shared by the plans build_shared gave for one problem.
   std::shared_ptr<void> plan_;
   mutable cudnnBackendDescriptor_t variant_pack_ = nullptr;
