@@ -623,6 +623,48 @@ TEST(CudaEngine, FusedElementwiseChainsMatchTheCpuReference) {
   }
 }
 
+// Broadcast programs whose innermost axis is whole vectors move vectors: a [1, 5, 64] constant added to [N, 5, 64]
+// (a position embedding), a per-row [N, 1, 1] factor (one value a vector) and a [64] bias (f32: 4 elements a vector;
+// f16: 8); and one whose innermost axis (36 = 4 x 9) is whole f32 vectors but not f16 ones.
+TEST(CudaEngine, FusedElementwiseBroadcastVectorsMatchTheCpuReference) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 5, 64});
+  Tensor m = net.add_input("m", DataType::kF32, {-1, 1, 1});
+  Tensor y = net.add_input("y", DataType::kF32, {-1, 36});
+  std::vector<double> pos_values(5 * 64), bias_values(64), row_values(36);
+  for (std::size_t k = 0; k < pos_values.size(); ++k) pos_values[k] = 0.01 * static_cast<double>(k % 97) - 0.4;
+  for (std::size_t k = 0; k < bias_values.size(); ++k) bias_values[k] = 0.03 * static_cast<double>(k) - 1.0;
+  for (std::size_t k = 0; k < row_values.size(); ++k) row_values[k] = 0.5 - 0.02 * static_cast<double>(k);
+  Tensor pos = net.add_small_constant(pos_values, DataType::kF32, {1, 5, 64}, "pos");
+  Tensor bias = net.add_small_constant(bias_values, DataType::kF32, {64}, "bias");
+  Tensor row = net.add_small_constant(row_values, DataType::kF32, {36}, "row");
+  net.mark_output(net.add_binary("add", net.add_binary("mul", net.add_binary("add", x, pos), m), bias), "z");
+  net.mark_output(net.add_activation("gelu", net.add_binary("mul", y, row)), "w");
+
+  std::mt19937 rng(11);
+  for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 1e-5}, std::pair{Precision::kFp16, 1e-2}}) {
+    BuilderConfig c;
+    c.target = Target::cuda(0);
+    c.precision = precision;
+    c.add_profile("x", {1, 5, 64}, {64, 5, 64}, {300, 5, 64});
+    c.add_profile("m", {1, 1, 1}, {64, 1, 1}, {300, 1, 1});
+    c.add_profile("y", {1, 36}, {64, 36}, {300, 36});
+    auto engine = Engine::deserialize(Builder(c).build(net));
+    for (std::int64_t rows : {1, 7, 300}) {
+      const std::map<std::string, HostTensor> inputs{{"x", random_input({rows, 5, 64}, rng)},
+                                                     {"m", random_input({rows, 1, 1}, rng)},
+                                                     {"y", random_input({rows, 36}, rng)}};
+      const auto want = run_reference(net, inputs);
+      const auto got = run_all(*engine, inputs);
+      for (const char* name : {"z", "w"}) {
+        EXPECT_LT(rel_l2(got.at(name), want.at(name)), tolerance)
+            << name << " " << to_string(precision) << " rows " << rows;
+      }
+    }
+  }
+}
+
 // The build's test plugin, or where TENSORACLE_TEST_PLUGIN says (a staged copy of the build).
 std::string test_plugin() {
   const char* staged = std::getenv("TENSORACLE_TEST_PLUGIN");

@@ -104,12 +104,14 @@ struct FusedBroadcastArgs32 {
   int skip;
   int dims[TSR_MAX_RANK];
   int strides[TSR_MAX_INPUTS][TSR_MAX_RANK];
+  int vectorized;
 };
 struct FusedBroadcastArgs64 {
   long long n;
   long long skip;
   long long dims[TSR_MAX_RANK];
   long long strides[TSR_MAX_INPUTS][TSR_MAX_RANK];
+  long long vectorized;
 };
 
 template <typename T, int V>
@@ -552,6 +554,28 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
     return c;
   };
 
+  // The vector of results from x0..x{n-1} (TsrVec loads), stored at out + `at` (`indent` spaces deep).
+  auto vector_result = [&](const std::string& at, const std::string& indent) {
+    std::string c;
+    c += fmt::format("{}TsrVec<{}, TSR_VEC> o;\n", indent, out_type);
+    const bool paired = (out == DataType::kF16 || out == DataType::kBF16) && width % 2 == 0;
+    if (paired) {
+      // Pairs rounded with one conversion each (sm_80 and newer).
+      c += "#if __CUDA_ARCH__ >= 800\n";
+      c += fmt::format("{}float r[TSR_VEC];\n#pragma unroll\n", indent);
+      c += fmt::format("{}for (int j = 0; j < TSR_VEC; ++j) r[j] = tsr_element_value({});\n", indent, call("x{}.v[j]"));
+      c += "#pragma unroll\n";
+      c += fmt::format("{}for (int j = 0; j < TSR_VEC; j += 2) ((unsigned*)o.v)[j / 2] = {}(r[j], r[j + 1]);\n", indent,
+                       out == DataType::kF16 ? "tsr_f32x2_to_f16x2" : "tsr_f32x2_to_bf16x2");
+      c += "#else\n";
+    }
+    c += "#pragma unroll\n";
+    c += fmt::format("{}for (int j = 0; j < TSR_VEC; ++j) o.v[j] = tsr_element({});\n", indent, call("x{}.v[j]"));
+    if (paired) c += "#endif\n";
+    c += fmt::format("{}*(TsrVec<{}, TSR_VEC>*)(out + {}) = o;\n", indent, out_type, at);
+    return c;
+  };
+
   // Contiguous: vector accesses of TSR_VEC elements (scalar inputs broadcast), then the tail one element at a time.
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(FusedPointers p, FusedContiguousArgs a) {{\n",
                    kThreads, kEntryContiguous);
@@ -572,22 +596,7 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
     s += fmt::format("      x{1} = *(const TsrVec<{0}, TSR_VEC>*)(in{1} + base);\n", t, i);
     s += "    }\n";
   }
-  s += fmt::format("    TsrVec<{}, TSR_VEC> o;\n", out_type);
-  const bool paired = (out == DataType::kF16 || out == DataType::kBF16) && width % 2 == 0;
-  if (paired) {
-    // Pairs rounded with one conversion each (sm_80 and newer).
-    s += "#if __CUDA_ARCH__ >= 800\n";
-    s += "    float r[TSR_VEC];\n#pragma unroll\n";
-    s += fmt::format("    for (int j = 0; j < TSR_VEC; ++j) r[j] = tsr_element_value({});\n", call("x{}.v[j]"));
-    s += "#pragma unroll\n";
-    s += fmt::format("    for (int j = 0; j < TSR_VEC; j += 2) ((unsigned*)o.v)[j / 2] = {}(r[j], r[j + 1]);\n",
-                     out == DataType::kF16 ? "tsr_f32x2_to_f16x2" : "tsr_f32x2_to_bf16x2");
-    s += "#else\n";
-  }
-  s += "#pragma unroll\n";
-  s += fmt::format("    for (int j = 0; j < TSR_VEC; ++j) o.v[j] = tsr_element({});\n", call("x{}.v[j]"));
-  if (paired) s += "#endif\n";
-  s += fmt::format("    *(TsrVec<{}, TSR_VEC>*)(out + base) = o;\n", out_type);
+  s += vector_result("base", "    ");
   s += "  }\n";
   s += "  for (long long i = vectors * TSR_VEC + first; i < a.n; i += stride) {\n";
   std::string tail_args;
@@ -604,19 +613,45 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
     s += "  tsr_wait_for_preceding_steps();\n";
     s += typed_pointers();
     s += fmt::format("  const {0} stride = ({0})gridDim.x * ({0})blockDim.x;\n", index);
-    s += fmt::format("  for ({0} i = ({0})blockIdx.x * ({0})blockDim.x + ({0})threadIdx.x; i < a.n; i += stride) {{\n",
-                     index);
-    s += fmt::format("    {} rest = i;\n", index);
-    for (int i = 0; i < n; ++i) s += fmt::format("    {} o{} = 0;\n", index, i);
+    s += fmt::format("  const {0} first = ({0})blockIdx.x * ({0})blockDim.x + ({0})threadIdx.x;\n", index);
+    // Input offsets of output element i (`indent` spaces deep).
+    auto offsets = [&, index = index](const std::string& indent) {
+      std::string c = fmt::format("{}{} rest = i;\n", indent, index);
+      for (int i = 0; i < n; ++i) c += fmt::format("{}{} o{} = 0;\n", indent, index, i);
+      if (rank > 0) {
+        c += "#pragma unroll\n";
+        c += fmt::format("{}for (int d = TSR_RANK - 1; d >= 0; --d) {{\n", indent);
+        c += fmt::format("{}  if (d < a.skip) break;\n", indent);
+        c += fmt::format("{0}  const {1} q = rest / a.dims[d];\n{0}  const {1} c = rest - q * a.dims[d];\n", indent,
+                         index);
+        c += fmt::format("{}  rest = q;\n", indent);
+        for (int i = 0; i < n; ++i) c += fmt::format("{}  o{} += c * a.strides[{}][d];\n", indent, i, i);
+        c += fmt::format("{}}}\n", indent);
+      }
+      return c;
+    };
     if (rank > 0) {
-      s += "#pragma unroll\n";
-      s += "    for (int d = TSR_RANK - 1; d >= 0; --d) {\n";
-      s += "      if (d < a.skip) break;\n";
-      s += fmt::format("      const {0} q = rest / a.dims[d];\n      const {0} c = rest - q * a.dims[d];\n", index);
-      s += "      rest = q;\n";
-      for (int i = 0; i < n; ++i) s += fmt::format("      o{0} += c * a.strides[{0}][d];\n", i);
-      s += "    }\n";
+      // Vectorized (set by the launch): the innermost axis is whole vectors, every input steps 1 along it (a vector
+      // load, aligned) or 0 (one value for the whole vector).
+      s += "  if (a.vectorized) {\n";
+      s += fmt::format("    for ({0} v = first; v < a.n / TSR_VEC; v += stride) {{\n", index);
+      s += fmt::format("      const {} i = v * TSR_VEC;\n", index);
+      s += offsets("      ");
+      for (int i = 0; i < n; ++i) {
+        const char* t = storage_type(input_dtypes[static_cast<std::size_t>(i)]);
+        s += fmt::format("      TsrVec<{0}, TSR_VEC> x{1};\n", t, i);
+        s += fmt::format("      if (a.strides[{}][TSR_RANK - 1] == 0) {{\n", i);
+        s += fmt::format("        const {0} s = in{1}[o{1}];\n#pragma unroll\n", t, i);
+        s += fmt::format("        for (int j = 0; j < TSR_VEC; ++j) x{}.v[j] = s;\n", i);
+        s += "      } else {\n";
+        s += fmt::format("        x{1} = *(const TsrVec<{0}, TSR_VEC>*)(in{1} + o{1});\n", t, i);
+        s += "      }\n";
+      }
+      s += vector_result("i", "      ");
+      s += "    }\n    return;\n  }\n";
     }
+    s += fmt::format("  for ({0} i = first; i < a.n; i += stride) {{\n", index);
+    s += offsets("    ");
     s += fmt::format("    out[i] = tsr_element({});\n", call("in{0}[o{0}]"));
     s += "  }\n}\n\n";
   }

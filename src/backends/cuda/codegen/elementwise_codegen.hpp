@@ -31,13 +31,18 @@ struct FusedContiguousArgs {
   std::int32_t vectorized;
 };
 // Entries 1 and 2, "..._broadcast_i32" / "..._broadcast_i64": per-input element strides over the output dims (0 where
-// an input is broadcast). Dims are right-aligned in the kernel's rank; axes before `skip` are unused.
+// an input is broadcast). Dims are right-aligned in the kernel's rank; axes before `skip` are unused. With
+// `vectorized` each thread moves `vector width` elements per access: the innermost dim is a multiple of the width,
+// every input's innermost stride is 0 or 1, and those with 1 have every stride a multiple of the width and a pointer
+// aligned as the contiguous entry's. (Last, so that binaries generated before it read the members before it and
+// ignore it: they take every launch one element at a time.)
 template <typename Index>
 struct FusedBroadcastArgs {
   Index n;
   Index skip;
   Index dims[kMaxRank];
   Index strides[kMaxInputs][kMaxRank];
+  Index vectorized;
 };
 
 // Entry names, in the order the engine lists them for a step.

@@ -32,11 +32,15 @@ struct FusedPlan {
   std::array<std::size_t, cg::kMaxInputs> in_alignment{};
   unsigned vector_blocks = 1;
   unsigned element_blocks = 1;
-  // Entries 1 and 2: the argument block of the index width `index32` names.
+  // Entries 1 and 2: the argument block of the index width `index32` names. `broadcast_vectors`: the strides allow
+  // vector accesses (cg::FusedBroadcastArgs); the launch sets `vectorized` when the pointers have the alignments above
+  // too (1 for the inputs that do not step along the innermost axis).
   bool index32 = false;
   cg::FusedBroadcastArgs<std::int32_t> broadcast32{};
   cg::FusedBroadcastArgs<std::int64_t> broadcast64{};
   unsigned broadcast_blocks = 1;
+  bool broadcast_vectors = false;
+  unsigned broadcast_vector_blocks = 1;
 };
 
 void plan_contiguous(const StepLaunch& launch, std::uint32_t scalar_mask, std::int64_t n, FusedPlan& plan) {
@@ -61,6 +65,38 @@ void plan_contiguous(const StepLaunch& launch, std::uint32_t scalar_mask, std::i
   };
   plan.vector_blocks = blocks(true);
   plan.element_blocks = blocks(false);
+}
+
+// Whether the broadcast entry may move vectors: the innermost merged axis is whole vectors and every input steps 0 or
+// 1 along it, those stepping 1 with every stride whole vectors (so each vector starts aligned); the alignment each
+// pointer then needs is the contiguous entry's.
+void plan_broadcast_vectors(const StepLaunch& launch, const StridePlan<cg::kMaxInputs>& axes, std::int64_t n,
+                            FusedPlan& plan) {
+  if (axes.rank == 0) return;
+  std::vector<DataType> in_dtypes;
+  for (const auto& t : launch.inputs) in_dtypes.push_back(t.dtype);
+  const DeviceTensor& out = launch.outputs[0];
+  const int width = cg::vector_width(in_dtypes, out.dtype);
+  const int last = axes.rank - 1;
+  if (width < 2 || axes.dims[last] % width != 0) return;
+  std::uint32_t stepping = 0;
+  for (std::size_t k = 0; k < launch.inputs.size(); ++k) {
+    const std::int64_t inner = axes.strides[k][last];
+    if (inner == 0) continue;
+    if (inner != 1) return;
+    for (int a = 0; a < last; ++a) {
+      if (axes.strides[k][a] % width != 0) return;
+    }
+    stepping |= 1U << k;
+  }
+  auto alignment = [&](DataType dtype) {
+    return std::min<std::size_t>(16, static_cast<std::size_t>(width) * element_size(dtype));
+  };
+  plan.out_alignment = alignment(out.dtype);
+  for (std::size_t k = 0; k < launch.inputs.size(); ++k)
+    plan.in_alignment[k] = (stepping & (1U << k)) != 0 ? alignment(launch.inputs[k].dtype) : 1;
+  plan.broadcast_vectors = true;
+  plan.broadcast_vector_blocks = grid_for(n / width);
 }
 
 template <typename Index>
@@ -116,6 +152,7 @@ FusedPlan prepare_fused_elementwise(const StepLaunch& launch) {
   if (out.shape.rank() > cg::kMaxRank || !make_stride_plan<cg::kMaxInputs>(out.shape.values(), strides, axes))
     launch.attrs->fail("the generated kernel handles at most 8 axes");
   plan.broadcast_blocks = grid_for(n);
+  plan_broadcast_vectors(launch, axes, n, plan);
   if (fits_index32(n)) {
     plan.index32 = true;
     plan.entry = (*launch.compiled)[1];
@@ -127,15 +164,21 @@ FusedPlan prepare_fused_elementwise(const StepLaunch& launch) {
   return plan;
 }
 
+// Whether every pointer has the alignment the plan's vector accesses need.
+bool vectors_aligned(const StepLaunch& launch, const FusedPlan& plan, const cg::FusedPointers& pointers) {
+  bool aligned = reinterpret_cast<std::uintptr_t>(pointers.out) % plan.out_alignment == 0;
+  for (std::size_t i = 0; i < launch.inputs.size(); ++i)
+    aligned = aligned && reinterpret_cast<std::uintptr_t>(pointers.in[i]) % plan.in_alignment[i] == 0;
+  return aligned;
+}
+
 void launch_fused_elementwise(const StepLaunch& launch, const FusedPlan& plan) {
   if (plan.entry == nullptr) return;
   cg::FusedPointers pointers{};
   pointers.out = launch.outputs[0].data;
   for (std::size_t i = 0; i < launch.inputs.size(); ++i) pointers.in[i] = launch.inputs[i].data;
   if (plan.contiguous) {
-    bool vectorized = reinterpret_cast<std::uintptr_t>(pointers.out) % plan.out_alignment == 0;
-    for (std::size_t i = 0; i < launch.inputs.size(); ++i)
-      vectorized = vectorized && reinterpret_cast<std::uintptr_t>(pointers.in[i]) % plan.in_alignment[i] == 0;
+    const bool vectorized = vectors_aligned(launch, plan, pointers);
     cg::FusedContiguousArgs args = plan.contiguous_args;
     args.vectorized = vectorized ? 1 : 0;
     void* params[] = {&pointers, &args};
@@ -145,13 +188,17 @@ void launch_fused_elementwise(const StepLaunch& launch, const FusedPlan& plan) {
     TENSORACLE_CUDA_CHECK(cudaLaunchKernelExC(&config, plan.entry, params), layer_name(launch));
     return;
   }
-  // cudaLaunchKernelExC takes the argument blocks as void* and only reads them.
-  void* args = plan.index32 ? const_cast<void*>(static_cast<const void*>(&plan.broadcast32))
-                            : const_cast<void*>(static_cast<const void*>(&plan.broadcast64));
+  const bool vectorized = plan.broadcast_vectors && vectors_aligned(launch, plan, pointers);
+  cg::FusedBroadcastArgs<std::int32_t> args32 = plan.broadcast32;
+  cg::FusedBroadcastArgs<std::int64_t> args64 = plan.broadcast64;
+  args32.vectorized = vectorized ? 1 : 0;
+  args64.vectorized = vectorized ? 1 : 0;
+  void* args = plan.index32 ? static_cast<void*>(&args32) : static_cast<void*>(&args64);
   void* params[] = {&pointers, args};
   cudaLaunchAttribute attribute{};
   const cudaLaunchConfig_t config =
-      step_launch_config(launch, dim3(plan.broadcast_blocks), dim3(cg::kThreads), 0, attribute);
+      step_launch_config(launch, dim3(vectorized ? plan.broadcast_vector_blocks : plan.broadcast_blocks),
+                         dim3(cg::kThreads), 0, attribute);
   TENSORACLE_CUDA_CHECK(cudaLaunchKernelExC(&config, plan.entry, params), layer_name(launch));
 }
 
