@@ -348,6 +348,12 @@ def pad_cases():
         # Rows and columns alone (an image's, before its space-to-depth form): one block per output row on CUDA.
         pad_case("pad_last_two_axes_f16", make(2, 3, 9, 11, dtype=torch.float16), [0, 0, 3, 2, 0, 0, 1, 4]),
         pad_case("pad_last_two_axes_wide_rows_i8", make(2, 5, 300, dtype=torch.int8), [0, 1, 2, 0, 2, 3], value=7.0),
+        # Trailing axes no pad touches, whole 16-byte words (the CUDA kernel moves words): a row in front of the
+        # sequence (ViT's class token), reflect and edge padding of outer axes, a constant other than zero.
+        pad_case("pad_outer_axes_words_f16", make(2, 3, 24, dtype=torch.float16), [0, 1, 0, 0, 0, 0]),
+        pad_case("pad_outer_axes_words_reflect_f32", make(3, 4, 2, 8), [1, 0, 0, 0, 1, 2, 0, 0], mode="reflect"),
+        pad_case("pad_outer_axes_words_edge_bf16", make(3, 2, 16, dtype=torch.bfloat16), [2, 1, 0, 0, 1, 0], mode="edge"),
+        pad_case("pad_outer_axes_words_value_bf16", make(2, 16, dtype=torch.bfloat16), [1, 0, 2, 0], value=-1.25),
         pad_case("pad_reflect_3d_f64", make(2, 3, 4, dtype=torch.float64), [1, 2, 3, 1, 0, 2], mode="reflect"),
         pad_case("pad_reflect_size1_axis_unpadded_f32", make(1, 4), [0, 1, 0, 2], mode="reflect"),
         pad_case("pad_edge_1d_f32", make(3), [5, 7], mode="edge"),

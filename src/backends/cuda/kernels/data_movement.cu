@@ -698,6 +698,8 @@ enum class PadMode : int { kConstant, kReflect, kEdge };
 
 template <typename Index, typename W>
 struct PadParams {
+  using IndexType = Index;
+  using Word = W;
   int rank;
   PadMode mode;
   W fill;
@@ -799,6 +801,7 @@ using AnyPadParams = std::variant<PadParams<std::int32_t, std::uint8_t>, PadPara
                                   PadParams<std::int32_t, std::uint16_t>, PadParams<std::int64_t, std::uint16_t>,
                                   PadParams<std::int32_t, std::uint32_t>, PadParams<std::int64_t, std::uint32_t>,
                                   PadParams<std::int32_t, std::uint64_t>, PadParams<std::int64_t, std::uint64_t>>;
+using WordPadParams = std::variant<PadParams<std::int32_t, uint4>, PadParams<std::int64_t, uint4>>;
 
 struct PadPlan {
   bool empty = false;
@@ -809,7 +812,35 @@ struct PadPlan {
   std::int64_t n = 0;
   unsigned grid = 1;
   AnyPadParams params;  // int32 when every index fits
+  // The trailing axes no pad touches, merged into one axis of 16-byte words when their bytes are whole words (ViT's
+  // class-token row: [B, 196, 768] -> [B, 197, 768] moves 96 words a row): the indexed kernel's divisions then run
+  // once a word. Taken when both pointers are 16-byte aligned.
+  bool words = false;
+  std::int64_t word_n = 0;
+  unsigned word_grid = 1;
+  WordPadParams word_params;
 };
+
+// pad_kernel's parameters over `in_dims` -> `out_dims` (rank axes, padding starting at `begin`) in words W.
+template <typename Index, typename W>
+PadParams<Index, W> pad_params(const std::vector<std::int64_t>& in_dims, const std::vector<std::int64_t>& out_dims,
+                               const std::vector<std::int64_t>& begin, PadMode mode, W fill) {
+  const int rank = static_cast<int>(in_dims.size());
+  PadParams<Index, W> p{};
+  p.rank = rank;
+  p.mode = mode;
+  p.fill = fill;
+  std::int64_t stride = 1;
+  for (int a = kMaxRank - 1; a >= 0; --a) {
+    const auto ua = static_cast<std::size_t>(a);
+    p.out_dims[a] = static_cast<Index>(a < rank ? out_dims[ua] : 1);
+    p.in_dims[a] = static_cast<Index>(a < rank ? in_dims[ua] : 1);
+    p.begin[a] = static_cast<Index>(a < rank ? begin[ua] : 0);
+    p.in_strides[a] = static_cast<Index>(a < rank ? stride : 0);
+    if (a < rank) stride *= in_dims[ua];
+  }
+  return p;
+}
 
 PadPlan prepare_pad(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
@@ -825,7 +856,6 @@ PadPlan prepare_pad(const StepLaunch& launch) {
   const auto pads = launch.attrs->get_ints("pads");
   const PadMode mode = pad_mode(launch.attrs->get_string("mode", "constant"));
   const std::uint64_t fill_bits = host_scalar_bits(x.dtype, launch.attrs->get_float("value", 0.0));
-  const auto in_strides = row_major_strides(x.shape);
   const std::int64_t extent = std::max(n, volume(x.shape));
   plan.n = n;
   plan.last_axis_only = mode == PadMode::kConstant && rank >= 1;
@@ -840,30 +870,47 @@ PadPlan prepare_pad(const StepLaunch& launch) {
   plan.last_two_axes = !plan.last_axis_only && mode == PadMode::kConstant && rank >= 2;
   for (int a = 0; a + 2 < rank; ++a) plan.last_two_axes = plan.last_two_axes && x.shape[a] == out.shape[a];
   plan.grid = grid_for(n);
+  const std::vector<std::int64_t> in_dims = x.shape.values(), out_dims = out.shape.values();
+  const std::vector<std::int64_t> begin(pads.begin(), pads.begin() + rank);
   const bool handled = dispatch_element_word(element_size(x.dtype), [&](auto tag) {
     using W = typename decltype(tag)::type;
-    auto make = [&](auto index) {
-      using Index = decltype(index);
-      PadParams<Index, W> p{};
-      p.rank = rank;
-      p.mode = mode;
-      std::memcpy(&p.fill, &fill_bits, sizeof(W));
-      for (int a = 0; a < kMaxRank; ++a) {
-        const auto ua = static_cast<std::size_t>(a);
-        p.out_dims[a] = static_cast<Index>(a < rank ? out.shape[a] : 1);
-        p.in_dims[a] = static_cast<Index>(a < rank ? x.shape[a] : 1);
-        p.begin[a] = static_cast<Index>(a < rank ? pads.at(ua) : 0);
-        p.in_strides[a] = static_cast<Index>(a < rank ? in_strides[ua] : 0);
-      }
-      plan.params = p;
-    };
+    W fill{};
+    std::memcpy(&fill, &fill_bits, sizeof(W));
     if (fits_index32(extent)) {
-      make(std::int32_t{0});
+      plan.params = pad_params<std::int32_t>(in_dims, out_dims, begin, mode, fill);
     } else {
-      make(std::int64_t{0});
+      plan.params = pad_params<std::int64_t>(in_dims, out_dims, begin, mode, fill);
     }
   });
   if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
+  // The trailing axes no pad touches, as one axis of 16-byte words.
+  int kept = rank;
+  std::int64_t inner = 1;
+  while (kept > 0 && x.shape[kept - 1] == out.shape[kept - 1] && pads.at(static_cast<std::size_t>(kept - 1)) == 0) {
+    --kept;
+    inner *= x.shape[kept];
+  }
+  const auto inner_bytes = inner * static_cast<std::int64_t>(element_size(x.dtype));
+  if (kept < rank && inner_bytes % 16 == 0) {
+    std::vector<std::int64_t> word_in(in_dims.begin(), in_dims.begin() + kept);
+    std::vector<std::int64_t> word_out(out_dims.begin(), out_dims.begin() + kept);
+    std::vector<std::int64_t> word_begin(begin.begin(), begin.begin() + kept);
+    word_in.push_back(inner_bytes / 16);
+    word_out.push_back(inner_bytes / 16);
+    word_begin.push_back(0);
+    uint4 fill{};
+    auto* bytes = reinterpret_cast<unsigned char*>(&fill);
+    for (std::size_t b = 0; b < sizeof fill; b += element_size(x.dtype))
+      std::memcpy(bytes + b, &fill_bits, element_size(x.dtype));
+    plan.words = true;
+    plan.word_n = n * static_cast<std::int64_t>(element_size(x.dtype)) / 16;
+    plan.word_grid = grid_for(plan.word_n);
+    if (fits_index32(extent)) {
+      plan.word_params = pad_params<std::int32_t>(word_in, word_out, word_begin, mode, fill);
+    } else {
+      plan.word_params = pad_params<std::int64_t>(word_in, word_out, word_begin, mode, fill);
+    }
+  }
   return plan;
 }
 
@@ -897,6 +944,19 @@ void run_pad(const StepLaunch& launch, const PadPlan& plan, const PadParams<Inde
 
 void launch_pad(const StepLaunch& launch, const PadPlan& plan) {
   if (plan.empty) return;
+  const void* in = launch.inputs.at(0).data;
+  void* out = launch.outputs.at(0).data;
+  if (plan.words && pointer_alignment(in, 16) == 16 && pointer_alignment(out, 16) == 16) {
+    std::visit(
+        [&](const auto& p) {
+          using Index = typename std::decay_t<decltype(p)>::IndexType;
+          using W = typename std::decay_t<decltype(p)>::Word;
+          launch_kernel(launch, pad_kernel<W, Index>, plan.word_grid, kThreads, 0, static_cast<const W*>(in),
+                        static_cast<W*>(out), static_cast<Index>(plan.word_n), p);
+        },
+        plan.word_params);
+    return;
+  }
   std::visit([&](const auto& p) { run_pad(launch, plan, p); }, plan.params);
 }
 
