@@ -218,8 +218,8 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
   for (DataType dtype : {DataType::kF16, DataType::kBF16}) {
     const std::string t = dtype == DataType::kF16 ? "f16" : "bf16";
     const double limit = dtype == DataType::kF16 ? 2e-3 : 1.5e-2;
-    for (const char* suffix : {"cudnn", "cutlass_sm90", "cutlass_sm90_pingpong", "cutlass_sm90_pingpong_wide", "flash",
-                               "flash_split", "rowwise"}) {
+    for (const char* suffix : {"cudnn", "cutlass_sm90", "cutlass_sm90_pingpong", "cutlass_sm90_pingpong_wide",
+                               "cutlass_sm90_pingpong_tall", "flash", "flash_split", "rowwise"}) {
       const std::string kernel = "attention_" + t + "_f32acc_" + std::string(suffix);
       // CUTLASS's kernels: a build with them, on a compute capability 9.0 GPU.
       const bool cutlass = std::string(suffix).starts_with("cutlass_sm90");
@@ -244,9 +244,9 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
           const bool ran_case = run_kernel(kernel, c, dtype, capture, y, want);
           set_log_level(level);
           set_log_callback(nullptr);
-          // CUTLASS's kernels take head dims 64 and 128 (the wide ones 64), any key count unmasked, whole key tiles
-          // (64 keys at head dim 64, 128 at 128 and in the wide kernels) causal.
-          const bool wide = std::string(suffix).ends_with("_wide");
+          // CUTLASS's kernels take head dims 64 and 128 (the wide and tall ones 64), any key count unmasked, whole key
+          // tiles (64 keys at head dim 64, 128 at 128 and in the wide and tall kernels) causal.
+          const bool wide = std::string(suffix).ends_with("_wide") || std::string(suffix).ends_with("_tall");
           const std::int64_t key_tile = c.d == 64 && !wide ? 64 : 128;
           if (cutlass && (c.d == 64 || (c.d == 128 && !wide)) && c.hq == c.hkv && !c.padding_mask &&
               (!c.causal || c.skv % key_tile == 0)) {

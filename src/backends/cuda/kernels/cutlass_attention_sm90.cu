@@ -23,6 +23,9 @@ std::unique_ptr<FusedAttention> make_fused_attention(DataType dtype, std::int64_
     case AttentionSchedule::kPingpongWide:
       return (bf16 ? make_bf16_pingpong_wide_fused_attention : make_f16_pingpong_wide_fused_attention)(
           head_dim, causal, keys, device, sm_count);
+    case AttentionSchedule::kPingpongTall:
+      return (bf16 ? make_bf16_pingpong_tall_fused_attention : make_f16_pingpong_tall_fused_attention)(
+          head_dim, causal, keys, device, sm_count);
   }
   return nullptr;
 }

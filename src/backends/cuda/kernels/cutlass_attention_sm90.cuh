@@ -1,7 +1,7 @@
 // CUTLASS's Hopper FMHA forward kernels behind cutlass_attention_sm90.hpp: one template over element type, head dim,
-// mask and schedule, instantiated by cutlass_attention_sm90{,_bf16}{,_pingpong,_pingpong_wide}.cu (compiled for
-// sm_90a only). The kernels come from the FMHA headers CUTLASS ships beside its library (examples/88_hopper_fmha, on
-// the include path: src/CMakeLists.txt).
+// mask and schedule, instantiated by cutlass_attention_sm90{,_pingpong,_pingpong_wide,_pingpong_tall}{,_bf16}.cu
+// (compiled for sm_90a only). The kernels come from the FMHA headers CUTLASS ships beside its library
+// (examples/88_hopper_fmha, on the include path: src/CMakeLists.txt).
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -30,18 +30,24 @@ namespace tensoracle::cuda::sm90 {
 // tiles on the diagonal only, so whole key tiles too), or the missing keys of a partial last tile (any key count).
 enum class KeyMask { kNone, kCausal, kPartialLastTile };
 
-// Tiles of 128 queries by kKeyTile keys (64 at head dim 64 unless kPingpongWide, else 128); two consumer warpgroups of
-// 64 query rows each and a producer warpgroup loading Q, K and V through the bulk tensor copy engine, which fills the
-// rows past a sequence's end with zeros; kSchedule says how blocks take tiles (cutlass_attention_sm90.hpp). A key count
-// that is whole tiles takes the kernel without kPartialLastTile's mask (can_implement), which costs a pass over the
-// last tile's scores.
+// Tiles of kQueryTile queries (128; kPingpongTall 192) by kKeyTile keys (64 at head dim 64 for kCooperative and
+// kPingpong, else 128); a consumer warpgroup for each 64 query rows and a producer warpgroup loading Q, K and V through
+// the bulk tensor copy engine, which fills the rows past a sequence's end with zeros; kSchedule says how blocks take
+// tiles (cutlass_attention_sm90.hpp). A key count that is whole tiles takes the kernel without kPartialLastTile's mask
+// (can_implement), which costs a pass over the last tile's scores.
 template <typename Element, int kHeadDim, KeyMask kMask, AttentionSchedule kSchedule>
 class CutlassFusedAttention final : public FusedAttention {
  public:
-  static constexpr int kKeyTile = kHeadDim == 64 && kSchedule != AttentionSchedule::kPingpongWide ? 64 : 128;
+  // Head dim 64 only: every schedule but the first two (wider key tiles, or taller query tiles).
+  static constexpr bool kHeadDim64Only =
+      kSchedule != AttentionSchedule::kCooperative && kSchedule != AttentionSchedule::kPingpong;
+  static constexpr int kKeyTile = kHeadDim == 64 && !kHeadDim64Only ? 64 : 128;
+  // kPingpongTall: three consumer warpgroups of 64 query rows; the others two.
+  static constexpr int kConsumers = kSchedule == AttentionSchedule::kPingpongTall ? 3 : 2;
+  static constexpr int kQueryTile = 64 * kConsumers;
 
  private:
-  using TileShape = cute::Shape<cute::_128, cute::Int<kKeyTile>, cute::Int<kHeadDim>>;
+  using TileShape = cute::Shape<cute::Int<kQueryTile>, cute::Int<kKeyTile>, cute::Int<kHeadDim>>;
   using Stride = cute::tuple<int, cute::_1, cute::tuple<int, int>>;  // (row, head dim, (batch, head))
   using StrideLse = cute::tuple<cute::_1, cute::tuple<int, int>>;    // (row, (batch, head))
   using Fusion = std::conditional_t<
@@ -51,8 +57,9 @@ class CutlassFusedAttention final : public FusedAttention {
   using Policy = std::conditional_t<kSchedule == AttentionSchedule::kCooperative,
                                     cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                                     cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using Consumers = cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kNumMmaWarpGroups, cute::Int<kConsumers>>;
   using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride,
-                                                             Fusion, Policy>::Kernel;
+                                                             Fusion, Policy, Consumers>::Kernel;
 
  public:
   // Raises the kernel's shared-memory limit on the current device (host work, once per plan's owner).
@@ -141,13 +148,14 @@ std::unique_ptr<FusedAttention> make_fused_attention_of(bool causal, std::int64_
   return std::make_unique<Whole>(device, sm_count);
 }
 
-// The kernels of one element type and schedule: head dim 64 or 128 (kPingpongWide: 64 only), causal or not; nullptr
+// The kernels of one element type and schedule: head dim 64 or 128 (kPingpongWide and kPingpongTall: 64 only), causal
+// or not; nullptr
 // for another head dim.
 template <typename Element, AttentionSchedule kSchedule>
 std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim, bool causal, std::int64_t keys,
                                                            int device, int sm_count) {
   if (head_dim == 64) return make_fused_attention_of<Element, 64, kSchedule>(causal, keys, device, sm_count);
-  if constexpr (kSchedule != AttentionSchedule::kPingpongWide) {
+  if constexpr (!CutlassFusedAttention<Element, 64, KeyMask::kNone, kSchedule>::kHeadDim64Only) {
     if (head_dim == 128) return make_fused_attention_of<Element, 128, kSchedule>(causal, keys, device, sm_count);
   }
   return nullptr;
@@ -155,7 +163,8 @@ std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim
 
 // The kernels of each dtype and schedule, in files of their own so that they compile in parallel: f16 cooperative
 // (cutlass_attention_sm90.cu, which also dispatches), bf16 cooperative (_bf16.cu), f16 and bf16 ping-pong
-// (_pingpong.cu, _pingpong_bf16.cu), f16 and bf16 wide ping-pong (_pingpong_wide.cu, _pingpong_wide_bf16.cu).
+// (_pingpong.cu, _pingpong_bf16.cu), f16 and bf16 wide ping-pong (_pingpong_wide.cu, _pingpong_wide_bf16.cu), f16 and
+// bf16 tall ping-pong (_pingpong_tall.cu, _pingpong_tall_bf16.cu).
 #define TENSORACLE_FUSED_ATTENTION_MAKER(name) \
   std::unique_ptr<FusedAttention> name(std::int64_t head_dim, bool causal, std::int64_t keys, int device, int sm_count)
 TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_fused_attention);
@@ -164,5 +173,7 @@ TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_pingpong_fused_attention);
 TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_pingpong_fused_attention);
 TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_pingpong_wide_fused_attention);
 TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_pingpong_wide_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_f16_pingpong_tall_fused_attention);
+TENSORACLE_FUSED_ATTENTION_MAKER(make_bf16_pingpong_tall_fused_attention);
 
 }  // namespace tensoracle::cuda::sm90

@@ -1,7 +1,7 @@
 // Hopper fused attention through CUTLASS's FMHA forward kernels (warp-specialized TMA/wgmma flash attention, shipped
 // with CUTLASS as examples/88_hopper_fmha): the interface, with no CUTLASS type in it (kernels/cutlass_attention_sm90
 // *.cu implement it). f16/bf16, head dims 64 and 128, unmasked (any key count) or causal (top-left aligned, whole key
-// tiles), one kv head per query head; three schedules.
+// tiles), one kv head per query head; four schedules.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,7 +49,9 @@ class FusedAttention {
 // softmax (CUTLASS's "ping-pong" forward kernels); for many short tiles (BERT-large's 384 keys are 6 tiles of 64).
 // Both walk the keys in tiles of 64 at head dim 64 and of 128 at head dim 128. kPingpongWide: kPingpong with tiles of
 // 128 keys at head dim 64 (half the softmax rescaling steps: BERT-large's 384 keys in 3 tiles); head dim 64 only.
-enum class AttentionSchedule { kCooperative, kPingpong, kPingpongWide };
+// kPingpongTall: kPingpongWide with tiles of 192 queries, a consumer warpgroup for each 64 rows (three), the tile
+// FlashAttention-3 takes at head dim 64: each key tile loaded serves 1.5x the queries; head dim 64 only.
+enum class AttentionSchedule { kCooperative, kPingpong, kPingpongWide, kPingpongTall };
 
 #if defined(TENSORACLE_HAVE_CUTLASS_SM90)
 constexpr bool kFusedAttentionBuilt = true;

@@ -1126,7 +1126,8 @@ CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
   plan.fused = sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, p.skv, kSchedule,
                                           gpu.device, gpu.sm_count);
   if (plan.fused == nullptr || !plan.fused->can_implement(a)) {
-    return decline(kSchedule == sm90::AttentionSchedule::kPingpongWide
+    return decline(kSchedule == sm90::AttentionSchedule::kPingpongWide ||
+                           kSchedule == sm90::AttentionSchedule::kPingpongTall
                        ? "head dim 64 only, whole tiles of 128 keys when causal"
                        : "head dims 64 and 128, whole tiles of 64 or 128 keys when causal");
   }
@@ -1289,10 +1290,10 @@ bool supports_attention_cutlass(const graph::Graph& graph, const graph::Layer& l
   return sm90::kFusedAttentionBuilt && supports_attention_cudnn<kDtype>(graph, layer, precision);
 }
 
-// The wide ping-pong kernels have head dim 64 only: a layer whose static head dim is another is not timed with them
-// (their entry would run the flash kernel, a second time).
+// The wide and tall ping-pong kernels have head dim 64 only: a layer whose static head dim is another is not timed
+// with them (their entry would run the flash kernel, a second time).
 template <DataType kDtype>
-bool supports_attention_cutlass_wide(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+bool supports_attention_cutlass_head_dim64(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
   if (!supports_attention_cutlass<kDtype>(graph, layer, precision)) return false;
   const graph::AttrReader attrs(layer.attrs, layer.name, layer.op);
   const std::optional<graph::AttentionLayout> layout =
@@ -1352,11 +1353,20 @@ void register_transformer_kernels(std::vector<KernelEntry>& kernels) {
       // ping-pong with tiles of 128 keys at head dim 64
       prepared_kernel<prepare_attention_cutlass<false, sm90::AttentionSchedule::kPingpongWide>,
                       launch_attention_cutlass>("attention_f16_f32acc_cutlass_sm90_pingpong_wide", "attention",
-                                                supports_attention_cutlass_wide<DataType::kF16>,
+                                                supports_attention_cutlass_head_dim64<DataType::kF16>,
                                                 kCutlassAttentionWorkspace),
       prepared_kernel<prepare_attention_cutlass<true, sm90::AttentionSchedule::kPingpongWide>,
                       launch_attention_cutlass>("attention_bf16_f32acc_cutlass_sm90_pingpong_wide", "attention",
-                                                supports_attention_cutlass_wide<DataType::kBF16>,
+                                                supports_attention_cutlass_head_dim64<DataType::kBF16>,
+                                                kCutlassAttentionWorkspace),
+      // ping-pong with tiles of 192 queries by 128 keys at head dim 64
+      prepared_kernel<prepare_attention_cutlass<false, sm90::AttentionSchedule::kPingpongTall>,
+                      launch_attention_cutlass>("attention_f16_f32acc_cutlass_sm90_pingpong_tall", "attention",
+                                                supports_attention_cutlass_head_dim64<DataType::kF16>,
+                                                kCutlassAttentionWorkspace),
+      prepared_kernel<prepare_attention_cutlass<true, sm90::AttentionSchedule::kPingpongTall>,
+                      launch_attention_cutlass>("attention_bf16_f32acc_cutlass_sm90_pingpong_tall", "attention",
+                                                supports_attention_cutlass_head_dim64<DataType::kBF16>,
                                                 kCutlassAttentionWorkspace),
       // f16/bf16: tensor-core flash kernel for head dims <= 128 (multiples of 8), else the row kernel
       prepared_kernel<prepare_attention_flash<false>, launch_attention>("attention_f16_f32acc_flash", "attention",
