@@ -2,7 +2,8 @@
 # On the GPU machine (carry .device, staged by scripts/stage-device.sh --pack): a quick check of the newest kernels
 # (the CUDA unit tests of PERF_UNIT, a gtest filter: the erf-GELU products when unset, none when empty, within
 # PERF_UNIT_TIMEOUT_S seconds, 300 by default; the op-conformance cases of PERF_CONFORMANCE, a pytest -k expression,
-# empty skips them; those of PERF_SANITIZE under compute-sanitizer's memcheck and racecheck; the unit tests of
+# empty skips them, within PERF_CONFORMANCE_TIMEOUT_S seconds, 200 by default (the whole suite takes longer); those of
+# PERF_SANITIZE under compute-sanitizer's memcheck and racecheck; the unit tests of
 # PERF_SANITIZE_UNIT, a gtest filter, under memcheck), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
 # within PERF_BUDGET_S seconds (PERF_BENCH_ARGS: more of its arguments, e.g. --build-extra=-v), then
@@ -38,7 +39,8 @@ if [[ -n ${PERF_UNIT-CudaFusedLinear.*} ]]; then
   grep -E 'Failure|error|FAILED' "$out/unit.log" | head -20
 fi
 if [[ -n $conformance ]]; then
-  TENSORACLE_CONFORMANCE_TARGET=cuda timeout 200 python3 -m pytest -q -p no:cacheprovider tests/python/test_conformance.py \
+  TENSORACLE_CONFORMANCE_TARGET=cuda timeout "${PERF_CONFORMANCE_TIMEOUT_S:-200}" python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_conformance.py \
     -k "$conformance" >"$out/conformance.log" 2>&1
   summary+=("conformance on cuda (-k '$conformance'): rc $? $(tail -n 1 "$out/conformance.log")")
   grep -E '^FAILED' "$out/conformance.log" | head -20
