@@ -554,6 +554,23 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
     return c;
   };
 
+  // x0..x{n-1}, each input's vector (`indent` spaces deep): where `broadcast(i)` holds, its element at `scalar_at(i)`
+  // in every lane, else the vector at `vector_at(i)`.
+  auto vector_inputs = [&](const std::string& indent, auto broadcast, auto scalar_at, auto vector_at) {
+    std::string c;
+    for (int i = 0; i < n; ++i) {
+      const char* t = storage_type(input_dtypes[static_cast<std::size_t>(i)]);
+      c += fmt::format("{}TsrVec<{}, TSR_VEC> x{};\n", indent, t, i);
+      c += fmt::format("{}if ({}) {{\n", indent, broadcast(i));
+      c += fmt::format("{}  const {} s = in{}[{}];\n#pragma unroll\n", indent, t, i, scalar_at(i));
+      c += fmt::format("{}  for (int j = 0; j < TSR_VEC; ++j) x{}.v[j] = s;\n", indent, i);
+      c += fmt::format("{}}} else {{\n", indent);
+      c += fmt::format("{0}  x{2} = *(const TsrVec<{1}, TSR_VEC>*)(in{2} + {3});\n", indent, t, i, vector_at(i));
+      c += fmt::format("{}}}\n", indent);
+    }
+    return c;
+  };
+
   // The vector of results from x0..x{n-1} (TsrVec loads), stored at out + `at` (`indent` spaces deep).
   auto vector_result = [&](const std::string& at, const std::string& indent) {
     std::string c;
@@ -586,16 +603,9 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
   s += "  const long long vectors = a.vectorized ? a.n / TSR_VEC : 0;\n";
   s += "  for (long long v = first; v < vectors; v += stride) {\n";
   s += "    const long long base = v * TSR_VEC;\n";
-  for (int i = 0; i < n; ++i) {
-    const char* t = storage_type(input_dtypes[static_cast<std::size_t>(i)]);
-    s += fmt::format("    TsrVec<{0}, TSR_VEC> x{1};\n", t, i);
-    s += fmt::format("    if (a.scalar_mask & {}u) {{\n", 1u << i);
-    s += fmt::format("      const {0} s = in{1}[0];\n#pragma unroll\n", t, i);
-    s += fmt::format("      for (int j = 0; j < TSR_VEC; ++j) x{}.v[j] = s;\n", i);
-    s += "    } else {\n";
-    s += fmt::format("      x{1} = *(const TsrVec<{0}, TSR_VEC>*)(in{1} + base);\n", t, i);
-    s += "    }\n";
-  }
+  s += vector_inputs(
+      "    ", [](int i) { return fmt::format("a.scalar_mask & {}u", 1u << i); }, [](int) { return std::string("0"); },
+      [](int) { return std::string("base"); });
   s += vector_result("base", "    ");
   s += "  }\n";
   s += "  for (long long i = vectors * TSR_VEC + first; i < a.n; i += stride) {\n";
@@ -637,16 +647,9 @@ GeneratedSource generate_fused_elementwise(const graph::ElementwiseProgram& prog
       s += fmt::format("    for ({0} v = first; v < a.n / TSR_VEC; v += stride) {{\n", index);
       s += fmt::format("      const {} i = v * TSR_VEC;\n", index);
       s += offsets("      ");
-      for (int i = 0; i < n; ++i) {
-        const char* t = storage_type(input_dtypes[static_cast<std::size_t>(i)]);
-        s += fmt::format("      TsrVec<{0}, TSR_VEC> x{1};\n", t, i);
-        s += fmt::format("      if (a.strides[{}][TSR_RANK - 1] == 0) {{\n", i);
-        s += fmt::format("        const {0} s = in{1}[o{1}];\n#pragma unroll\n", t, i);
-        s += fmt::format("        for (int j = 0; j < TSR_VEC; ++j) x{}.v[j] = s;\n", i);
-        s += "      } else {\n";
-        s += fmt::format("        x{1} = *(const TsrVec<{0}, TSR_VEC>*)(in{1} + o{1});\n", t, i);
-        s += "      }\n";
-      }
+      const auto offset = [](int i) { return fmt::format("o{}", i); };
+      s += vector_inputs(
+          "      ", [](int i) { return fmt::format("a.strides[{}][TSR_RANK - 1] == 0", i); }, offset, offset);
       s += vector_result("i", "      ");
       s += "    }\n    return;\n  }\n";
     }

@@ -38,10 +38,7 @@ enum class KeyMask { kNone, kCausal, kPartialLastTile };
 template <typename Element, int kHeadDim, KeyMask kMask, AttentionSchedule kSchedule>
 class CutlassFusedAttention final : public FusedAttention {
  public:
-  // Head dim 64 only: every schedule but the first two (wider key tiles, or taller query tiles).
-  static constexpr bool kHeadDim64Only =
-      kSchedule != AttentionSchedule::kCooperative && kSchedule != AttentionSchedule::kPingpong;
-  static constexpr int kKeyTile = kHeadDim == 64 && !kHeadDim64Only ? 64 : 128;
+  static constexpr int kKeyTile = kHeadDim == 64 && !head_dim_64_only(kSchedule) ? 64 : 128;
   // kPingpongTall: three consumer warpgroups of 64 query rows; the others two.
   static constexpr int kConsumers = kSchedule == AttentionSchedule::kPingpongTall ? 3 : 2;
   static constexpr int kQueryTile = 64 * kConsumers;
@@ -148,14 +145,13 @@ std::unique_ptr<FusedAttention> make_fused_attention_of(bool causal, std::int64_
   return std::make_unique<Whole>(device, sm_count);
 }
 
-// The kernels of one element type and schedule: head dim 64 or 128 (kPingpongWide and kPingpongTall: 64 only), causal
-// or not; nullptr
-// for another head dim.
+// The kernels of one element type and schedule: head dim 64 or 128 (head_dim_64_only: 64), causal or not; nullptr for
+// another head dim.
 template <typename Element, AttentionSchedule kSchedule>
 std::unique_ptr<FusedAttention> make_typed_fused_attention(std::int64_t head_dim, bool causal, std::int64_t keys,
                                                            int device, int sm_count) {
   if (head_dim == 64) return make_fused_attention_of<Element, 64, kSchedule>(causal, keys, device, sm_count);
-  if constexpr (!CutlassFusedAttention<Element, 64, KeyMask::kNone, kSchedule>::kHeadDim64Only) {
+  if constexpr (!head_dim_64_only(kSchedule)) {
     if (head_dim == 128) return make_fused_attention_of<Element, 128, kSchedule>(causal, keys, device, sm_count);
   }
   return nullptr;

@@ -53,6 +53,11 @@ class FusedAttention {
 // FlashAttention-3 takes at head dim 64: each key tile loaded serves 1.5x the queries; head dim 64 only.
 enum class AttentionSchedule { kCooperative, kPingpong, kPingpongWide, kPingpongTall };
 
+// Whether a schedule's kernels take head dim 64 only (the wide and tall ones); the others take 64 and 128.
+constexpr bool head_dim_64_only(AttentionSchedule schedule) {
+  return schedule != AttentionSchedule::kCooperative && schedule != AttentionSchedule::kPingpong;
+}
+
 #if defined(TENSORACLE_HAVE_CUTLASS_SM90)
 constexpr bool kFusedAttentionBuilt = true;
 // The kernel for f16 or bf16 operands with head dim 64 or 128, causal or not, for problems of `keys` keys, on `device`

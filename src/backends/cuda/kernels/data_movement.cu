@@ -842,6 +842,14 @@ PadParams<Index, W> pad_params(const std::vector<std::int64_t>& in_dims, const s
   return p;
 }
 
+// pad_params in int32 indices when `index32` (every index fits), else int64, as the variant `Params` holds them.
+template <typename Params, typename W>
+Params pad_params_of(bool index32, const std::vector<std::int64_t>& in_dims, const std::vector<std::int64_t>& out_dims,
+                     const std::vector<std::int64_t>& begin, PadMode mode, W fill) {
+  if (index32) return pad_params<std::int32_t>(in_dims, out_dims, begin, mode, fill);
+  return pad_params<std::int64_t>(in_dims, out_dims, begin, mode, fill);
+}
+
 PadPlan prepare_pad(const StepLaunch& launch) {
   const DeviceTensor& x = launch.inputs.at(0);
   const DeviceTensor& out = launch.outputs.at(0);
@@ -876,11 +884,7 @@ PadPlan prepare_pad(const StepLaunch& launch) {
     using W = typename decltype(tag)::type;
     W fill{};
     std::memcpy(&fill, &fill_bits, sizeof(W));
-    if (fits_index32(extent)) {
-      plan.params = pad_params<std::int32_t>(in_dims, out_dims, begin, mode, fill);
-    } else {
-      plan.params = pad_params<std::int64_t>(in_dims, out_dims, begin, mode, fill);
-    }
+    plan.params = pad_params_of<AnyPadParams>(fits_index32(extent), in_dims, out_dims, begin, mode, fill);
   });
   if (!handled) launch.attrs->fail("unsupported element size for the CUDA kernel");
   // The trailing axes no pad touches, as one axis of 16-byte words.
@@ -905,11 +909,7 @@ PadPlan prepare_pad(const StepLaunch& launch) {
     plan.words = true;
     plan.word_n = n * static_cast<std::int64_t>(element_size(x.dtype)) / 16;
     plan.word_grid = grid_for(plan.word_n);
-    if (fits_index32(extent)) {
-      plan.word_params = pad_params<std::int32_t>(word_in, word_out, word_begin, mode, fill);
-    } else {
-      plan.word_params = pad_params<std::int64_t>(word_in, word_out, word_begin, mode, fill);
-    }
+    plan.word_params = pad_params_of<WordPadParams>(fits_index32(extent), word_in, word_out, word_begin, mode, fill);
   }
   return plan;
 }

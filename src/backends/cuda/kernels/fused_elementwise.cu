@@ -43,19 +43,28 @@ struct FusedPlan {
   unsigned broadcast_vector_blocks = 1;
 };
 
-void plan_contiguous(const StepLaunch& launch, std::uint32_t scalar_mask, std::int64_t n, FusedPlan& plan) {
+// The elements a vector access of the step's generated kernels moves (cg::vector_width of its dtypes).
+int step_vector_width(const StepLaunch& launch) {
   std::vector<DataType> in_dtypes;
   in_dtypes.reserve(launch.inputs.size());
   for (const auto& t : launch.inputs) in_dtypes.push_back(t.dtype);
-  const DeviceTensor& out = launch.outputs[0];
-  const int width = cg::vector_width(in_dtypes, out.dtype);
-  // Vector accesses need every non-scalar pointer aligned to the vector's bytes (16 at most).
+  return cg::vector_width(in_dtypes, launch.outputs[0].dtype);
+}
+
+// The alignments vector accesses of `width` elements need: the vector's bytes (16 at most) for the output and for the
+// inputs of bit i in `vector_inputs`, 1 for the others (read one element at a time).
+void plan_vector_alignments(const StepLaunch& launch, int width, std::uint32_t vector_inputs, FusedPlan& plan) {
   auto alignment = [&](DataType dtype) {
     return std::min<std::size_t>(16, static_cast<std::size_t>(width) * element_size(dtype));
   };
-  plan.out_alignment = alignment(out.dtype);
+  plan.out_alignment = alignment(launch.outputs[0].dtype);
   for (std::size_t i = 0; i < launch.inputs.size(); ++i)
-    plan.in_alignment[i] = (scalar_mask & (1U << i)) == 0 ? alignment(launch.inputs[i].dtype) : 1;
+    plan.in_alignment[i] = (vector_inputs & (1U << i)) != 0 ? alignment(launch.inputs[i].dtype) : 1;
+}
+
+void plan_contiguous(const StepLaunch& launch, std::uint32_t scalar_mask, std::int64_t n, FusedPlan& plan) {
+  const int width = step_vector_width(launch);
+  plan_vector_alignments(launch, width, ~scalar_mask, plan);
   plan.contiguous_args = cg::FusedContiguousArgs{n, scalar_mask, 0};
   auto blocks = [&](bool vectorized) {
     const std::int64_t vectors = vectorized ? n / width : 0;
@@ -68,17 +77,14 @@ void plan_contiguous(const StepLaunch& launch, std::uint32_t scalar_mask, std::i
 }
 
 // Whether the broadcast entry may move vectors: the innermost merged axis is whole vectors and every input steps 0 or
-// 1 along it, those stepping 1 with every stride whole vectors (so each vector starts aligned); the alignment each
-// pointer then needs is the contiguous entry's.
+// 1 along it, those stepping 1 with every stride whole vectors (so each vector starts aligned); those inputs and the
+// output then need the contiguous entry's alignment.
 void plan_broadcast_vectors(const StepLaunch& launch, const StridePlan<cg::kMaxInputs>& axes, std::int64_t n,
                             FusedPlan& plan) {
   if (axes.rank == 0) return;
-  std::vector<DataType> in_dtypes;
-  for (const auto& t : launch.inputs) in_dtypes.push_back(t.dtype);
-  const DeviceTensor& out = launch.outputs[0];
-  const int width = cg::vector_width(in_dtypes, out.dtype);
+  const int width = step_vector_width(launch);
   const int last = axes.rank - 1;
-  if (width < 2 || axes.dims[last] % width != 0) return;
+  if (axes.dims[last] % width != 0) return;
   std::uint32_t stepping = 0;
   for (std::size_t k = 0; k < launch.inputs.size(); ++k) {
     const std::int64_t inner = axes.strides[k][last];
@@ -89,12 +95,7 @@ void plan_broadcast_vectors(const StepLaunch& launch, const StridePlan<cg::kMaxI
     }
     stepping |= 1U << k;
   }
-  auto alignment = [&](DataType dtype) {
-    return std::min<std::size_t>(16, static_cast<std::size_t>(width) * element_size(dtype));
-  };
-  plan.out_alignment = alignment(out.dtype);
-  for (std::size_t k = 0; k < launch.inputs.size(); ++k)
-    plan.in_alignment[k] = (stepping & (1U << k)) != 0 ? alignment(launch.inputs[k].dtype) : 1;
+  plan_vector_alignments(launch, width, stepping, plan);
   plan.broadcast_vectors = true;
   plan.broadcast_vector_blocks = grid_for(n / width);
 }

@@ -1126,8 +1126,7 @@ CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
   plan.fused = sm90::make_fused_attention(kBf16 ? DataType::kBF16 : DataType::kF16, p.d, p.causal, p.skv, kSchedule,
                                           gpu.device, gpu.sm_count);
   if (plan.fused == nullptr || !plan.fused->can_implement(a)) {
-    return decline(kSchedule == sm90::AttentionSchedule::kPingpongWide ||
-                           kSchedule == sm90::AttentionSchedule::kPingpongTall
+    return decline(sm90::head_dim_64_only(kSchedule)
                        ? "head dim 64 only, whole tiles of 128 keys when causal"
                        : "head dims 64 and 128, whole tiles of 64 or 128 keys when causal");
   }
