@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cutlass_attention_sm90.hpp"
+#include "backends/cuda/kernels/cutlass_attention_sm90_scheduler.cuh"
 #include "backends/cuda/kernels/cutlass_sm90_shared_memory.cuh"
 #include "tensoracle/error.hpp"
 
@@ -29,6 +30,30 @@ namespace tensoracle::cuda::sm90 {
 // Which keys a kernel masks: none (every key tile whole), those after the diagonal (causal, top-left aligned; the
 // tiles on the diagonal only, so whole key tiles too), or the missing keys of a partial last tile (any key count).
 enum class KeyMask { kNone, kCausal, kPartialLastTile };
+
+// The FMHA kernel as CUTLASS's builder makes it; kCausalPersistent: the persistent (ping-pong) kernel that its builder
+// makes, with query tiles dealt by CausalBalancedTileScheduler instead of CUTLASS's scheduler.
+template <typename Element, typename TileShape, typename Stride, typename Fusion, typename Policy, typename Consumers,
+          bool kCausalPersistent>
+struct KernelOf {
+  using type = typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride,
+                                                           Fusion, Policy, Consumers>::Kernel;
+};
+template <typename Element, typename TileShape, typename Stride, typename Fusion, typename Policy, typename Consumers>
+struct KernelOf<Element, TileShape, Stride, Fusion, Policy, Consumers, true> {
+  static_assert(std::is_same_v<Policy, cutlass::gemm::KernelTmaWarpSpecializedPingpong>);
+  // The options CUTLASS's builder adds for a ping-pong kernel (persistent, Q loaded by a warp of its own), on the
+  // cooperative builder's mainloop and epilogue, as that builder does.
+  using Persistent = cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kIsPersistent, cute::true_type>;
+  using LoadsQSeparately =
+      cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kLoadsQSeparately, cute::true_type>;
+  using Builder = cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride, Fusion,
+                                                     cutlass::gemm::KernelTmaWarpSpecializedCooperative, Consumers,
+                                                     Persistent, LoadsQSeparately>;
+  using type = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
+      typename Builder::CollectiveMainloop, typename Builder::CollectiveEpilogue, CausalBalancedTileScheduler,
+      Consumers, Persistent, LoadsQSeparately>;
+};
 
 // Tiles of kQueryTile queries (128; kPingpongTall 192) by kKeyTile keys (64 at head dim 64 for kCooperative and
 // kPingpong, else 128); a consumer warpgroup for each 64 query rows and a producer warpgroup loading Q, K and V through
@@ -55,8 +80,8 @@ class CutlassFusedAttention final : public FusedAttention {
                                     cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                                     cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
   using Consumers = cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kNumMmaWarpGroups, cute::Int<kConsumers>>;
-  using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<Element, float, float, TileShape, Stride, Stride, Stride,
-                                                             Fusion, Policy, Consumers>::Kernel;
+  using Kernel = typename KernelOf<Element, TileShape, Stride, Fusion, Policy, Consumers,
+                                   kMask == KeyMask::kCausal && kSchedule != AttentionSchedule::kCooperative>::type;
 
  public:
   // Raises the kernel's shared-memory limit on the current device (host work, once per plan's owner).

@@ -47,6 +47,8 @@ class FusedAttention {
 // and head), its two consumer warpgroups each taking 64 of the rows. kPingpong: persistent, one block per SM walking
 // the tiles, loading each tile's Q on its own so that the next tile's loads overlap the current one's products and
 // softmax (CUTLASS's "ping-pong" forward kernels); for many short tiles (BERT-large's 384 keys are 6 tiles of 64).
+// Under a causal mask the persistent schedules deal the tiles heaviest first, alternating direction each round
+// (CausalBalancedTileScheduler, cutlass_attention_sm90_scheduler.cuh), since query tile m has m + 1 tiles of keys.
 // Both walk the keys in tiles of 64 at head dim 64 and of 128 at head dim 128. kPingpongWide: kPingpong with tiles of
 // 128 keys at head dim 64 (half the softmax rescaling steps: BERT-large's 384 keys in 3 tiles); head dim 64 only.
 // kPingpongTall: kPingpongWide with tiles of 192 queries, a consumer warpgroup for each 64 rows (three), the tile
