@@ -15,6 +15,7 @@
 # skips it) runs bench/startup_profile.py on each: where a fresh process's time to the first inference goes.
 # PERF_TIMELINE (MODEL:BATCH,..., e.g. bert:1,gpt2:1; empty, the default, skips it) installs the staged wheel and runs
 # bench/graph_timeline.py last: every kernel's own time and the gaps between them in a graph-mode enqueue.
+# PERF_CLOCKS (a period in ms) samples the clocks for the whole run (below).
 # Logs and results go to $OUT; a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,17 +28,29 @@ conformance=${PERF_CONFORMANCE-linear or conv or pad}
 kernels=${PERF_KERNELS-linear,linear_gelu_erf,stem_conv,patch_conv}
 models=${PERF_MODELS-bert,resnet50,vit_b16}
 summary=()
+# PERF_CLOCKS (a period in ms, e.g. 100; empty, the default, skips it): nvidia-smi samples the SM clock, power draw
+# and the active clock-throttle reasons into $OUT/clocks.csv for the whole run, and $OUT/phases.log says when each
+# phase below began, so that a kernel's speed in one phase can be set against the clocks it ran at.
+mark() { [[ -z ${PERF_CLOCKS:-} ]] || echo "$(date +%Y/%m/%d\ %H:%M:%S.%3N) $1" >>"$out/phases.log"; }
+if [[ -n ${PERF_CLOCKS:-} ]]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active --format=csv \
+    -lms "$PERF_CLOCKS" >"$out/clocks.csv" 2>&1 &
+  clocks_pid=$!
+fi
+mark pytest
 if [[ -n ${PERF_PYTEST:-} ]]; then
   timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_calibrate.py tests/python/test_engine_cli.py \
     -k "$PERF_PYTEST" >"$out/pytest.log" 2>&1
   summary+=("pytest (-k '$PERF_PYTEST'): rc $? $(tail -n 1 "$out/pytest.log")")
   grep -E '^(FAILED|ERROR)|SKIPPED' "$out/pytest.log" | head -20
 fi
+mark unit
 if [[ -n ${PERF_UNIT-CudaFusedLinear.*} ]]; then
   timeout "${PERF_UNIT_TIMEOUT_S:-300}" "$build/tests/tensoracle_cuda_tests" --gtest_filter="${PERF_UNIT:-CudaFusedLinear.*}" >"$out/unit.log" 2>&1
   summary+=("unit (${PERF_UNIT:-CudaFusedLinear.*}): rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/unit.log" | tr '\n' ' ')")
   grep -E 'Failure|error|FAILED' "$out/unit.log" | head -20
 fi
+mark conformance
 if [[ -n $conformance ]]; then
   TENSORACLE_CONFORMANCE_TARGET=cuda timeout "${PERF_CONFORMANCE_TIMEOUT_S:-200}" python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_conformance.py \
@@ -45,6 +58,7 @@ if [[ -n $conformance ]]; then
   summary+=("conformance on cuda (-k '$conformance'): rc $? $(tail -n 1 "$out/conformance.log")")
   grep -E '^FAILED' "$out/conformance.log" | head -20
 fi
+mark conformance_first
 if [[ -n ${PERF_CONFORMANCE_FIRST:-} ]]; then
   TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_BUILD_ARGS=--no-timing timeout 200 python3 -m pytest -q \
     -p no:cacheprovider tests/python/test_conformance.py -k "$PERF_CONFORMANCE_FIRST" >"$out/conformance_first.log" 2>&1
@@ -54,6 +68,7 @@ fi
 # PERF_SANITIZE: a pytest -k expression of conformance cases to run under compute-sanitizer memcheck and racecheck
 # (PERF_SANITIZE_TOOLS, both by default), each within PERF_SANITIZE_TIMEOUT_S seconds (150; racecheck of the CUTLASS
 # products needs more).
+mark sanitize
 if [[ -n ${PERF_SANITIZE:-} ]]; then
   for tool in ${PERF_SANITIZE_TOOLS:-memcheck racecheck}; do
     TENSORACLE_CONFORMANCE_TARGET=cuda TENSORACLE_CONFORMANCE_SANITIZER=$tool timeout "${PERF_SANITIZE_TIMEOUT_S:-150}" \
@@ -66,27 +81,32 @@ fi
 # PERF_SANITIZE_UNIT: a gtest filter of CUDA unit tests to run under compute-sanitizer's memcheck (within
 # PERF_SANITIZE_TIMEOUT_S seconds): the unit tests run each kernel entry directly, where the conformance cases get
 # the kernel that timing chose (e.g. CUTLASS's attention takes only whole tiles of 64 or 128 keys).
+mark sanitize_unit
 if [[ -n ${PERF_SANITIZE_UNIT:-} ]]; then
   timeout "${PERF_SANITIZE_TIMEOUT_S:-150}" compute-sanitizer --tool memcheck --error-exitcode 97 \
     "$build/tests/tensoracle_cuda_tests" --gtest_filter="$PERF_SANITIZE_UNIT" >"$out/memcheck_unit.log" 2>&1
   summary+=("memcheck unit ($PERF_SANITIZE_UNIT): rc $? $(grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY' "$out/memcheck_unit.log" | tr '\n' ' ')")
 fi
+mark kernels
 if [[ -n $kernels ]]; then
   # PERF_KERNELS_ARGS: more kernel_profile.py arguments (e.g. --ncu --pipes).
   timeout 200 python3 bench/kernel_profile.py --cli "$TENSORACLE_CLI" --out /tmp/kernel_profile --only "$kernels" \
     ${PERF_KERNELS_ARGS:-} >"$out/kernels.log" 2>&1
   summary+=("kernel_profile: rc $?")
 fi
+mark models
 if [[ -n $models ]]; then
   timeout $(( ${PERF_BUDGET_S:-400} + 60 )) python3 bench/pytorch_comparison.py --cli "$TENSORACLE_CLI" \
     --out "$out/bench" --device cuda --models "$models" --budget-s "${PERF_BUDGET_S:-400}" ${PERF_BENCH_ARGS:-} >"$out/bench.log" 2>&1
   summary+=("pytorch_comparison ($models): rc $?")
 fi
+mark quantized
 if [[ -n ${PERF_QUANTIZED:-} ]]; then
   timeout "${PERF_QUANTIZED_TIMEOUT_S:-400}" python3 bench/quantized_comparison.py --cli "$TENSORACLE_CLI" \
     --out "$out/quantized" --models "$PERF_QUANTIZED" ${PERF_QUANTIZED_ARGS:-} >"$out/quantized.log" 2>&1
   summary+=("quantized_comparison ($PERF_QUANTIZED): rc $?")
 fi
+mark startup
 if [[ -n ${PERF_STARTUP:-} ]]; then
   for model in ${PERF_STARTUP//,/ }; do
     timeout 300 python3 bench/startup_profile.py --cli "$TENSORACLE_CLI" --out "$out/startup-$model" --model "$model" \
@@ -94,6 +114,7 @@ if [[ -n ${PERF_STARTUP:-} ]]; then
     summary+=("startup_profile ($model): rc $?")
   done
 fi
+mark timeline
 if [[ -n ${PERF_TIMELINE:-} ]]; then
   if bash scripts/device-install-wheel.sh >"$out/timeline.log" 2>&1; then
     timeout "${PERF_TIMELINE_TIMEOUT_S:-300}" /tmp/tensoracle-venv/bin/python bench/graph_timeline.py \
@@ -101,6 +122,8 @@ if [[ -n ${PERF_TIMELINE:-} ]]; then
   fi
   summary+=("graph_timeline ($PERF_TIMELINE): rc $?")
 fi
+mark end
+[[ -z ${clocks_pid:-} ]] || kill "$clocks_pid" 2>/dev/null
 cat "$out/kernels.log" 2>/dev/null
 cat "$out/quantized.log" 2>/dev/null
 [[ -f $out/bench/results.md ]] && cat "$out/bench/results.md"
