@@ -5,8 +5,7 @@
 #include <cutlass/fast_math.h>
 #include <cutlass/kernel_hardware_info.h>
 #include <cute/tensor.hpp>
-
-#include <algorithm>
+#include <kernel/fmha_tile_scheduler.hpp>
 
 namespace tensoracle::cuda::sm90 {
 
@@ -22,13 +21,13 @@ namespace tensoracle::cuda::sm90 {
 // step through the same deterministic sequence, as with CUTLASS's scheduler. Results are those of any other order:
 // every tile is computed on its own.
 struct CausalBalancedTileScheduler {
+  // CUTLASS's scheduler's parameters (its tile count, query-tile count and batch divisors, its grid: min(tiles,
+  // multiprocessors)), so that both cover the same tiles by construction, and the two divisors of this dealing.
+  using Base = cutlass::fmha::kernel::PersistentTileScheduler;
   struct Params {
-    int num_blocks = 0;  // query tiles × batch × heads
-    int grid = 0;        // blocks launched: min(num_blocks, multiprocessors)
-    int last_m_block = 0;
-    cutlass::FastDivmod divmod_grid;         // a work index into (round, lane)
+    Base::Params base;
+    cutlass::FastDivmod divmod_grid;         // a work index into (round, lane); its divisor is the grid
     cutlass::FastDivmod divmod_batch_heads;  // a tile into (query tile from the last, batch · heads)
-    cutlass::FastDivmod divmod_batch;        // batch · heads into (head, batch)
   };
 
   int work = 0;  // this block's position in the dealing: blockIdx.x, then + grid a round
@@ -40,42 +39,36 @@ struct CausalBalancedTileScheduler {
   template <class ProblemSize, class ClusterShape, class TileShape>
   static Params to_underlying_arguments(ProblemSize const& problem_size, cutlass::KernelHardwareInfo hw_info,
                                         ClusterShape const& cluster_shape, TileShape const& tile_shape) {
-    int sm_count = hw_info.sm_count;
-    if (sm_count <= 0) sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
-    const int batch = cute::size<0>(problem_size), heads = cute::size<1>(problem_size);
-    const int m_blocks = cutlass::round_up(cute::ceil_div(cute::size<2>(problem_size), cute::size<0>(tile_shape)),
-                                           cute::size<0>(cluster_shape));
     Params p;
-    p.num_blocks = m_blocks * batch * heads;
-    p.grid = std::max(1, std::min(p.num_blocks, sm_count));
-    p.last_m_block = m_blocks - 1;
-    p.divmod_grid = cutlass::FastDivmod(p.grid);
-    p.divmod_batch_heads = cutlass::FastDivmod(batch * heads);
-    p.divmod_batch = cutlass::FastDivmod(batch);
+    p.base = Base::to_underlying_arguments(problem_size, hw_info, cluster_shape, tile_shape);
+    p.divmod_grid = cutlass::FastDivmod(static_cast<int>(Base::get_grid_shape(p.base).x));
+    p.divmod_batch_heads = cutlass::FastDivmod(cute::size<0>(problem_size) * cute::size<1>(problem_size));
     return p;
   }
 
-  static dim3 get_grid_shape(Params const& p) { return dim3(static_cast<unsigned>(p.grid), 1, 1); }
+  static dim3 get_grid_shape(Params const& p) { return Base::get_grid_shape(p.base); }
 
   // The tile this block takes at its current position: rounds alternate direction. Every round but the last holds
   // grid tiles that all exist, so a block meets a missing tile only in the last round, and then none after it.
   CUTLASS_DEVICE int tile() const {
     int round = 0, lane = 0;
     params.divmod_grid(round, lane, work);
-    return (round & 1) != 0 ? round * params.grid + (params.grid - 1 - lane) : work;
+    const int grid = params.divmod_grid.divisor;
+    return (round & 1) != 0 ? round * grid + (grid - 1 - lane) : work;
   }
 
-  CUTLASS_DEVICE bool is_valid() const { return tile() < params.num_blocks; }
+  CUTLASS_DEVICE bool is_valid() const { return tile() < params.base.num_blocks; }
 
   CUTLASS_DEVICE auto get_block_coord() const {
     int from_last = 0, batch_head = 0, head = 0, batch = 0;
     params.divmod_batch_heads(from_last, batch_head, tile());
-    params.divmod_batch(head, batch, batch_head);
-    return cute::make_coord(params.last_m_block - from_last, cute::_0{}, cute::make_coord(batch, head));
+    params.base.divmod_b(head, batch, batch_head);
+    return cute::make_coord(params.base.divmod_m_block.divisor - 1 - from_last, cute::_0{},
+                            cute::make_coord(batch, head));
   }
 
   CUTLASS_DEVICE CausalBalancedTileScheduler& operator++() {
-    work += params.grid;
+    work += params.divmod_grid.divisor;
     return *this;
   }
 };
