@@ -117,6 +117,17 @@ def cases(rows, hidden, ffn, batch, seq, heads, image_batch):
         "weights": {"w": h16(ffn, hidden), "b": h16(ffn)},
         "layers": [{"name": "fc1", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["y"]}],
     }
+    # The products of few columns, with the residual added in their epilogue: the attention output projection
+    # (hidden -> hidden) and the MLP's second product (ffn -> hidden).
+    for name, k in (("linear_proj_residual", hidden), ("linear_down_residual", ffn)):
+        yield {
+            "name": name, "flops": 2 * rows * k * hidden,
+            "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, k]},
+                       {"name": "r", "dtype": "f16", "shape": [rows, hidden]}],
+            "weights": {"w": h16(hidden, k), "b": h16(hidden)},
+            "layers": [{"name": "fc", "op": "linear", "inputs": ["x", "w", "b"], "outputs": ["h"]},
+                       {"name": "residual", "op": "add", "inputs": ["h", "r"], "outputs": ["y"]}],
+        }
     yield {
         "name": "linear_gelu_erf", "flops": 2 * rows * hidden * ffn,
         "inputs": [{"name": "x", "dtype": "f16", "shape": [rows, hidden]}],
