@@ -61,10 +61,6 @@ struct ConfigTraits<GemmConfig::kCooperative128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
              cutlass::epilogue::TmaWarpSpecializedCooperative> {};
 template <int kBits>
-struct ConfigTraits<GemmConfig::kCooperative128x192, kBits>
-    : Config<128, 192, 1024 / kBits, 2, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-             cutlass::epilogue::TmaWarpSpecializedCooperative> {};
-template <int kBits>
 struct ConfigTraits<GemmConfig::kPingpong128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
              cutlass::epilogue::TmaWarpSpecialized> {};
@@ -375,14 +371,13 @@ std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activat
   }
 }
 
-// The plain products of one element type (no activation), with a residual C or without C, for products with few
-// tiles across (the attention output and second MLP projections of 768 or 1024 columns): the 128x128 ping-pong tile,
-// whose epilogue overlaps the other warpgroup's products, and the cooperative 128x192 tile, four across 768 columns;
-// nullptr for another configuration.
+// The 128x128 ping-pong configuration of one element type without an activation, with a residual C or without C: a
+// plain product whose tile's epilogue overlaps the other warpgroup's products, for products with few tiles across
+// (ViT's and BERT-large's attention output projections: 768 or 1024 columns); nullptr for another configuration.
 template <typename Element>
 std::unique_ptr<FusedGemm> make_typed_plain_gemm(GemmConfig config, bool residual, int device, int sm_count) {
-  return make_typed_fused_gemm<Element, cutlass::epilogue::thread::Identity, GemmConfig::kPingpong128x128,
-                               GemmConfig::kCooperative128x192>(config, residual, device, sm_count);
+  return make_typed_fused_gemm<Element, cutlass::epilogue::thread::Identity, GemmConfig::kPingpong128x128>(
+      config, residual, device, sm_count);
 }
 
 // quantized_linear's product of `config` for one operand type, f16 result: the configurations of kBuilt only. i8
@@ -451,7 +446,7 @@ std::unique_ptr<FusedGemm> make_f16_small_tile_gemm(GemmConfig config, Activatio
                                                     int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_small_tile_gemm(GemmConfig config, Activation activation, bool residual,
                                                      int device, int sm_count);
-// linear's plain products (make_typed_plain_gemm): f16 (..._plain.cu), bf16 (..._bf16_plain.cu).
+// linear's plain 128x128 ping-pong products (make_typed_plain_gemm): f16 (..._plain.cu), bf16 (..._bf16_plain.cu).
 std::unique_ptr<FusedGemm> make_f16_plain_gemm(GemmConfig config, bool residual, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_plain_gemm(GemmConfig config, bool residual, int device, int sm_count);
 // The quantized products, f16 result (..._fp8.cu, ..._int8.cu) and result quantized again (..._requantized.cu).

@@ -20,12 +20,9 @@ namespace tensoracle::cuda::sm90 {
 // between two consumer warpgroups, a ping-pong kernel gives each its own tile and overlaps one's epilogue with the
 // other's products).
 enum class GemmConfig {
-  kCooperative128x256,  // 128x256x64 tiles, clusters of 2x1
-  kCooperative256x128,  // 256x128x64 tiles (a 128x128 half a consumer warpgroup), clusters of 1x2
-  kCooperative128x128,  // 128x128x64 tiles, no cluster
-  // 128x192x64 tiles, clusters of 2x1, for products of 768 columns (4 tiles across): at 4096 rows they are 128 tiles,
-  // one wave on 132 multiprocessors, where 128x128 tiles make 192 (1.45 waves) and 256x128 tiles 96.
-  kCooperative128x192,
+  kCooperative128x256,    // 128x256x64 tiles, clusters of 2x1
+  kCooperative256x128,    // 256x128x64 tiles (a 128x128 half a consumer warpgroup), clusters of 1x2
+  kCooperative128x128,    // 128x128x64 tiles, no cluster
   kPingpong128x128,       // 128x128x64 tiles, no cluster
   kPingpong128x128Epi64,  // the same with 64x64 epilogue subtiles (CUTLASS's default: 64x32)
   // Small tiles, for products of few rows (a batch of one sequence): more tiles than 128-row ones keep more of the

@@ -1072,9 +1072,8 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
   if (sm90::kFusedGemmBuilt) {
     using sm90::GemmConfig;
-    // erf-GELU: every configuration but 128x192. No activation: the small tiles, for products of few rows, and the
-    // 128x128 ping-pong tile, whose epilogue overlaps the products, and the 128x192 cooperative tile (one wave of 768
-    // columns by 4096 rows), for products of few columns (with many rows and columns
+    // erf-GELU: every configuration. No activation: the small tiles, for products of few rows, and the 128x128
+    // ping-pong tile, whose epilogue overlaps the products, for products of few columns (with many rows and columns
     // cuBLASLt's plain products run at 643-656 TFLOP/s, docs/performance.md).
 #define TENSORACLE_CUTLASS_LINEAR(dtype_name, dtype, config, config_name, gelu)   \
   prepared_kernel<prepare_fused_linear<GemmConfig::config>, launch_fused_linear>( \
@@ -1090,7 +1089,6 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x128, "pingpong64x128", false),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64", false),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128, "pingpong128x128", false),
-        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative128x192, "coop128x192", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x256, "coop128x256_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative256x128, "coop256x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x128, "coop128x128_gelu_erf", true),
@@ -1101,7 +1099,6 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x128, "pingpong64x128", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x64, "pingpong64x64", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128, "pingpong128x128", false),
-        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x192, "coop128x192", false),
     };
 #undef TENSORACLE_CUTLASS_LINEAR
     kernels.insert(kernels.end(), fused.begin(), fused.end());
