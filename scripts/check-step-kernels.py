@@ -4,7 +4,8 @@
 The execution context launches the steps' own kernels with programmatic dependent launch on sm_90 (a kernel may start
 before the one before it in the stream has finished), which is correct only when the kernel waits for it before
 touching memory. So in src/backends/cuda/kernels every __global__ function's first statement is
-wait_for_preceding_steps(), and every launch goes through launch_kernel or step_launch_config (no <<<>>>, no plain
+wait_for_preceding_steps(), or read_older_results_before_the_wait() with that wait later in its body (step_wait.cuh
+says when early reads are correct), and every launch goes through launch_kernel or step_launch_config (no <<<>>>, no plain
 cudaLaunchKernel). Exit status 1 with each offending place named, else 0.
 
     scripts/check-step-kernels.py [ROOT]   (ROOT: the repository, by default this script's)
@@ -47,9 +48,15 @@ def problems_in(path: pathlib.Path) -> list:
         if brace < 0 or (0 <= semicolon < brace):
             continue  # a declaration
         name = re.findall(r"(\w+)\s*$", text[:paren])
-        body = text[brace + 1:].lstrip()
-        if not body.startswith("wait_for_preceding_steps();"):
-            found.append(f"{where}:{line_of(text, match.start())}: kernel {name[-1] if name else '?'} does not begin "
+        body = re.sub(r"^(kernels::)", "", text[brace + 1:].lstrip())  # the wait may be named with its namespace
+        kernel = name[-1] if name else "?"
+        if body.startswith("read_older_results_before_the_wait();"):
+            # step_wait.cuh: early reads of older results only; the wait must still come before anything is written.
+            if not re.search(r"\bwait_for_preceding_steps\(\);", text[brace:matching(text, brace, "{", "}")]):
+                found.append(f"{where}:{line_of(text, match.start())}: kernel {kernel} begins with "
+                             "read_older_results_before_the_wait() but never calls wait_for_preceding_steps()")
+        elif not body.startswith("wait_for_preceding_steps();"):
+            found.append(f"{where}:{line_of(text, match.start())}: kernel {kernel} does not begin "
                          "with wait_for_preceding_steps()")
     for pattern, what in ((r"<<<", "a <<<>>> launch: use launch_kernel"),
                           (r"\bcudaLaunchKernel\s*\(", "cudaLaunchKernel: use launch_kernel or step_launch_config")):

@@ -3,7 +3,8 @@
 // kernel) on the shapes the models give
 // them (BERT's and GPT-2's packed Q/K/V at batch 1, grouped heads of dim 128, a decoding row, a padding mask), against
 // a double-precision reference of the same rounded operands; the NaN rows and columns of the reference's rules
-// (a fully masked row, an inf in v behind a causal mask) exactly; replays in a captured CUDA graph.
+// (a fully masked row, an inf in v behind a causal mask) exactly; replays in a captured CUDA graph, and programmatic
+// launches as an sm_90 engine makes them.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -136,9 +137,19 @@ class AttentionNet {
   Network net_;
 };
 
-// Runs `kernel` on the case (false: the entry does not take it), plainly or captured in a graph replayed twice, each
-// time after poisoning the output; returns the output and the reference.
-bool run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool capture, std::vector<std::uint16_t>& y,
+// How a case's step is launched: plainly or captured in a graph replayed twice, and with or without the
+// programmatic launches of an sm_90 engine (CUTLASS's attention then waits in the kernel, and the causal NaN scan
+// after it reads v while it runs).
+struct Mode {
+  bool capture;
+  bool programmatic;
+  std::string name() const { return std::string(capture ? " captured" : "") + (programmatic ? " programmatic" : ""); }
+};
+constexpr Mode kModes[] = {{false, false}, {true, false}, {false, true}, {true, true}};
+
+// Runs `kernel` on the case (false: the entry does not take it) as `mode` says, each time after poisoning the output;
+// returns the output and the reference.
+bool run_kernel(const std::string& kernel, const Case& c, DataType dtype, Mode mode, std::vector<std::uint16_t>& y,
                 std::vector<double>& want) {
   const KernelEntry* entry = find_kernel_entry(kernel);
   EXPECT_NE(entry, nullptr) << kernel;
@@ -187,7 +198,8 @@ bool run_kernel(const std::string& kernel, const Case& c, DataType dtype, bool c
   }
   if (c.padding_mask) inputs.push_back(device_tensor(DataType::kBool, {c.b, 1, 1, c.skv}, dmask.base()));
   EntryLaunch how;
-  how.capture = capture;
+  how.capture = mode.capture;
+  how.programmatic = mode.programmatic;
   how.before_each = [&](cudaStream_t stream) {
     EXPECT_EQ(cudaMemsetAsync(dy.base(), 0x55, dy.bytes(), stream), cudaSuccess);
   };
@@ -231,8 +243,8 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
       }
       int ran = 0;
       for (const Case& c : kCases) {
-        for (bool capture : {false, true}) {
-          SCOPED_TRACE(kernel + " " + c.name + (capture ? " captured" : ""));
+        for (const Mode& mode : kModes) {
+          SCOPED_TRACE(kernel + " " + c.name + mode.name());
           std::vector<std::uint16_t> y;
           std::vector<double> want;
           // CUTLASS's entry says when it leaves a problem to the flash kernel; the whole-tile cases must not be left.
@@ -244,7 +256,7 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
           });
           const LogSeverity level = log_level();
           set_log_level(LogSeverity::kVerbose);
-          const bool ran_case = run_kernel(kernel, c, dtype, capture, y, want);
+          const bool ran_case = run_kernel(kernel, c, dtype, mode, y, want);
           set_log_level(level);
           set_log_callback(nullptr);
           // CUTLASS's kernels take head dims 64 and 128 (the wide and tall ones 64), any key count unmasked, whole key
@@ -256,7 +268,7 @@ TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
             EXPECT_TRUE(declined.empty()) << declined.front();
           }
           if (!ran_case) continue;
-          ran += capture ? 0 : 1;
+          ran += mode.capture || mode.programmatic ? 0 : 1;
           double num = 0, den = 0;
           std::size_t nan_mismatches = 0, nans = 0;
           for (std::size_t i = 0; i < want.size(); ++i) {

@@ -131,6 +131,7 @@ bool run_entry(const std::string& kernel, const graph::Graph& graph, const graph
   launch.layer = &layer;
   launch.attrs = &attrs;
   launch.precision = how.precision;
+  launch.programmatic = how.programmatic;
   launch.inputs = std::move(inputs);
   launch.outputs = std::move(outputs);
   // The caller's buffers are unbound while the step is prepared; their addresses are bound afterwards.

@@ -83,7 +83,8 @@ DeviceTensor device_tensor(DataType dtype, Dims shape, void* data, bool caller_b
 
 // How run_entry launches the prepared step.
 struct EntryLaunch {
-  bool capture = false;  // captured into a CUDA graph, which is then replayed `replays` times
+  bool capture = false;       // captured into a CUDA graph, which is then replayed `replays` times
+  bool programmatic = false;  // launched as an sm_90 engine launches its steps (StepLaunch::programmatic)
   int replays = 2;
   std::function<void(cudaStream_t)> before_each;  // before the plain launch and before each replay (e.g. poisoning)
   std::optional<std::size_t> workspace_bytes;     // the step's scratch (default: the entry's workspace_bytes)

@@ -23,9 +23,23 @@
 #include "backends/cuda/kernels/cutlass_attention_sm90.hpp"
 #include "backends/cuda/kernels/cutlass_attention_sm90_scheduler.cuh"
 #include "backends/cuda/kernels/cutlass_sm90_shared_memory.cuh"
+#include "backends/cuda/kernels/step_wait.cuh"
 #include "tensoracle/error.hpp"
 
 namespace tensoracle::cuda::sm90 {
+
+// CUTLASS's device_kernel with the step's programmatic wait in front: CUTLASS's FMHA kernels do not wait for a
+// preceding kernel themselves, so the whole block waits for it before the kernel's first load (launched without the
+// programmatic attribute the wait does nothing), then lets the next kernel start launching (its blocks take the SMs
+// this kernel leaves; the persistent kernels' grids fill every SM at most once).
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
+    programmatic_device_kernel(CUTLASS_GRID_CONSTANT typename Kernel::Params const params) {
+  kernels::wait_for_preceding_steps();
+  extern __shared__ char smem[];
+  Kernel op;
+  op(params, smem);
+}
 
 // Which keys a kernel masks: none (every key tile whole), those after the diagonal (causal, top-left aligned; the
 // tiles on the diagonal only, so whole key tiles too), or the missing keys of a partial last tile (any key count).
@@ -88,7 +102,7 @@ class CutlassFusedAttention final : public FusedAttention {
   CutlassFusedAttention(int device, int sm_count) {
     hardware_.device_id = device;
     hardware_.sm_count = sm_count;
-    allow_shared_storage<Kernel>("CUTLASS's sm_90 attention");
+    allow_shared_storage<Kernel>(programmatic_device_kernel<Kernel>, "CUTLASS's sm_90 attention");
   }
 
   bool can_implement(const AttentionProblem& p) const override {
@@ -121,13 +135,20 @@ class CutlassFusedAttention final : public FusedAttention {
     params_.mainloop.scale_softmax_log2 = static_cast<float>(static_cast<double>(p.scale) * M_LOG2E);
   }
 
-  void run(cudaStream_t stream, const char* context) override {
+  void run(cudaStream_t stream, bool programmatic, const char* context) override {
     cudaLaunchConfig_t config{};
     config.gridDim = Kernel::get_grid_shape(params_);
     config.blockDim = Kernel::get_block_shape();
     config.dynamicSmemBytes = Kernel::SharedStorageSize;
     config.stream = stream;
-    const cudaError_t status = cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params_);
+    cudaLaunchAttribute attribute{};
+    if (programmatic) {
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+    }
+    const cudaError_t status = cudaLaunchKernelEx(&config, programmatic_device_kernel<Kernel>, params_);
     if (status != cudaSuccess) {
       cudaGetLastError();
       throw CudaError(

@@ -39,8 +39,9 @@ class FusedAttention {
   // whenever an address changes. The problem's sizes and strides must be ones can_implement took (not checked again:
   // a step bound to caller buffers plans at every enqueue).
   virtual void plan(const AttentionProblem& problem, void* workspace, const char* context) = 0;
-  // Launches the planned kernel on `stream` (plainly: the kernel does not wait for a programmatic predecessor).
-  virtual void run(cudaStream_t stream, const char* context) = 0;
+  // Launches the planned kernel on `stream`; with `programmatic`, it may start while the kernel before it finishes
+  // (the kernel waits for it first, then lets the next kernel start: step_wait.cuh's order).
+  virtual void run(cudaStream_t stream, bool programmatic, const char* context) = 0;
 };
 
 // How the kernel's blocks take their tiles of queries. kCooperative: a block per tile of 128 queries (of one batch

@@ -1,5 +1,5 @@
 // How a step launches its kernels: programmatic dependent launch on sm_90 (a kernel starts while the one before it in
-// the stream finishes, and waits for that kernel's results itself), and the wait every such kernel begins with.
+// the stream finishes, and waits for that kernel's results itself, with step_wait.cuh's wait).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,22 +10,10 @@
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/cuda_step.hpp"
+#include "backends/cuda/kernels/step_wait.cuh"
 #include "graph/graph.hpp"
 
 namespace tensoracle::cuda::kernels {
-
-// The first statement of every kernel that launch_kernel starts (scripts/check-step-kernels.py checks it): waits
-// until the kernel before it in the stream has finished and its memory writes are visible (griddepcontrol.wait),
-// then lets the next step's kernel start launching (griddepcontrol.launch_dependents), whose blocks take the
-// multiprocessors this kernel's blocks leave and wait there in turn. Nothing of this kernel touches global memory
-// before the wait, so reading the previous results and overwriting buffers the previous kernels read are both
-// ordered. Launched without the attribute (or before sm_90) both instructions do nothing.
-__device__ __forceinline__ void wait_for_preceding_steps() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // The launch configuration of a step's kernel: with launch.programmatic (set by the execution context on sm_90
 // devices) it may start before the previous kernel in the stream has finished (cudaLaunchAttributeProgrammatic-

@@ -47,6 +47,7 @@ namespace {
 
 using kernels::launch_kernel;
 using kernels::mma_16816;
+using kernels::read_older_results_before_the_wait;
 using kernels::wait_for_preceding_steps;
 
 // ---- storage types and conversions ----
@@ -890,17 +891,23 @@ constexpr int kPoisonThreads = 256;
 // a column write the same NaN to the rows they share, so their order does not matter.
 constexpr int kPoisonKeys = 64;
 
-template <bool kBf16>
-__global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel(AttentionParams p) {
-  wait_for_preceding_steps();
-  __shared__ int last[128];
-  __shared__ int any;
+// What a poisoning block found in its chunk of keys: per column, one past the last key row whose v is not finite (0:
+// none), and whether any column has one.
+struct PoisonScan {
+  int last[128];
+  int any;
+};
+
+// Fills `scan` (shared) from the block's chunk of v; kL2Only reads v past L1 (a scan before the wait,
+// read_older_results_before_the_wait). Ends with the block synchronized.
+template <bool kBf16, bool kL2Only>
+__device__ __forceinline__ void scan_v_for_poison(const AttentionParams& p, PoisonScan& scan) {
   const std::int64_t b = blockIdx.x / p.hkv;
   const std::int64_t kh = blockIdx.x % p.hkv;
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kPoisonKeys;
   const int dv = static_cast<int>(p.dv);
-  for (int c = static_cast<int>(threadIdx.x); c < dv; c += kPoisonThreads) last[c] = 0;
-  if (threadIdx.x == 0) any = 0;
+  for (int c = static_cast<int>(threadIdx.x); c < dv; c += kPoisonThreads) scan.last[c] = 0;
+  if (threadIdx.x == 0) scan.any = 0;
   __syncthreads();
   const std::uint16_t* v = static_cast<const std::uint16_t*>(p.v) + p.vs.at(b, kh, 0);
   const int chunks = dv / 8;
@@ -908,28 +915,59 @@ __global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel
   for (std::int64_t t = threadIdx.x; t < total; t += kPoisonThreads) {
     const std::int64_t j = j0 + t / chunks;
     const int c0 = static_cast<int>(t % chunks) * 8;
-    const uint4 w = *reinterpret_cast<const uint4*>(v + j * p.vs.ss + c0);
+    const uint4* at = reinterpret_cast<const uint4*>(v + j * p.vs.ss + c0);
+    const uint4 w = kL2Only ? __ldcg(at) : *at;
     const unsigned words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const unsigned half = (words[e / 2] >> (16 * (e % 2))) & 0xFFFFU;
       if (poisons_zero_times<kBf16>(half)) {  // key j hides its v from the query rows i < j
-        atomicMax(&last[c0 + e], static_cast<int>(j));
-        atomicOr(&any, 1);
+        atomicMax(&scan.last[c0 + e], static_cast<int>(j));
+        atomicOr(&scan.any, 1);
       }
     }
   }
   __syncthreads();
-  if (any == 0) return;
+}
+
+// Writes NaN to output column c of the query rows before scan.last[c], in every query head of the block's kv head.
+template <bool kBf16>
+__device__ __forceinline__ void write_poison(const AttentionParams& p, const PoisonScan& scan) {
+  const std::int64_t b = blockIdx.x / p.hkv;
+  const std::int64_t kh = blockIdx.x % p.hkv;
+  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kPoisonKeys;
+  const int dv = static_cast<int>(p.dv);
   const std::uint16_t nan_bits = kBf16 ? 0xFFC0U : 0xFE00U;
   std::uint16_t* out = static_cast<std::uint16_t*>(p.out);
   const std::int64_t cells = min(p.sq, j0 + kPoisonKeys) * dv;  // rows at or past the chunk's end are not before j
   for (std::int64_t t = threadIdx.x; t < cells; t += kPoisonThreads) {
     const std::int64_t i = t / dv;
     const int c = static_cast<int>(t % dv);
-    if (i >= last[c]) continue;
+    if (i >= scan.last[c]) continue;
     for (std::int64_t h = kh * p.group; h < (kh + 1) * p.group; ++h) out[p.os.at(b, h, i) + c] = nan_bits;
   }
+}
+
+// After cuDNN's attention, whose kernels cuDNN launches (whether they let this kernel start before their own wait is
+// not known): the scan waits first.
+template <bool kBf16>
+__global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_kernel(AttentionParams p) {
+  wait_for_preceding_steps();
+  __shared__ PoisonScan scan;
+  scan_v_for_poison<kBf16, false>(p, scan);
+  if (scan.any != 0) write_poison<kBf16>(p, scan);
+}
+
+// After CUTLASS's attention launched by programmatic_device_kernel, which lets this kernel start only after its own
+// wait: v (written by a step before the attention) is scanned while the attention still runs, on the multiprocessors
+// it leaves free (batch 1 has fewer tiles than SMs), and only the writes wait for it.
+template <bool kBf16>
+__global__ void __launch_bounds__(kPoisonThreads) attention_causal_poison_early_kernel(AttentionParams p) {
+  read_older_results_before_the_wait();
+  __shared__ PoisonScan scan;
+  scan_v_for_poison<kBf16, true>(p, scan);
+  wait_for_preceding_steps();
+  if (scan.any != 0) write_poison<kBf16>(p, scan);
 }
 
 // q, k, v and the output of a launch, each at its params' offset (the packed layout's heads), and whether all four are
@@ -1057,8 +1095,9 @@ void launch_attention_cudnn(const StepLaunch& launch, const CudnnAttentionPlan& 
 // CUTLASS's warp-specialized flash attention (cutlass_attention_sm90.hpp) for f16/bf16 on compute capability 9.0
 // GPUs, timed against cuDNN's and ours: no mask input, one kv head per query head, head dim 64 or 128 (d = dv), any
 // sequence lengths unmasked (a key count that is not whole tiles takes the kernel that masks the last tile's missing
-// keys), whole tiles of keys causal. Like cuDNN's it skips the keys that causal masking hides, so the same kernel
-// applies the reference's 0·v rule after it. Other problems (the shapes can change at
+// keys), whole tiles of keys causal. Like cuDNN's it skips the keys that causal masking hides, so a kernel like
+// cuDNN's applies the reference's 0·v rule after it: attention_causal_poison_early_kernel, which scans v while the
+// attention runs (the attention kernel lets it start only after its own wait). Other problems (the shapes can change at
 // set_input_shapes), and bound addresses that are not 16-byte aligned, run our flash kernel (`ours`).
 // The scratch of CUTLASS's attention steps: each query row's log-sum-exp (f32), for up to 2 Mi rows (B·H·Sq).
 constexpr std::size_t kCutlassAttentionWorkspace = std::size_t{8} << 20;
@@ -1139,7 +1178,7 @@ CutlassAttentionPlan prepare_attention_cutlass(const StepLaunch& launch) {
     plan.fused->plan(a, launch.workspace, kernels::layer_name(launch).c_str());
   }
   if (p.causal) {
-    plan.poison = attention_causal_poison_kernel<kBf16>;
+    plan.poison = attention_causal_poison_early_kernel<kBf16>;
     plan.poison_grid =
         dim3(static_cast<unsigned>(p.batch * p.hkv), static_cast<unsigned>((p.skv + kPoisonKeys - 1) / kPoisonKeys));
   }
@@ -1154,7 +1193,7 @@ void launch_attention_cutlass(const StepLaunch& launch, const CutlassAttentionPl
     if (!bind_attention_problem(launch, p, a)) return launch_attention(launch, plan.ours);
     plan.fused->plan(a, launch.workspace, kernels::layer_name(launch).c_str());
   }
-  plan.fused->run(launch.stream, kernels::layer_name(launch).c_str());
+  plan.fused->run(launch.stream, launch.programmatic, kernels::layer_name(launch).c_str());
   if (plan.poison != nullptr) {
     AttentionParams bound = p;
     bound.v = launch.inputs.at(2).data;
