@@ -17,7 +17,7 @@ a few choices have won their timing but lost in the model (docs/performance.md).
    clocks weighs on both alike), each run `--iterations` replays after `--warmup`.
 
 It prints, and writes to OUT/ab.json, every run's p50 and each engine's median of them, and B's time over A's. Exit
-status 2 when a swap matches no problem (nothing to compare), 1 when a build or bench fails.
+status 2 when no swap changes any problem (A and B would be one engine), 1 when a build or bench fails.
 """
 from __future__ import annotations
 
