@@ -891,8 +891,8 @@ constexpr int kPoisonThreads = 256;
 // a column write the same NaN to the rows they share, so their order does not matter.
 constexpr int kPoisonKeys = 64;
 
-// What a poisoning block found in its chunk of keys: per column, one past the last key row whose v is not finite (0:
-// none), and whether any column has one.
+// What a poisoning block found in its chunk of keys: per column, the last key row j whose v is not finite (the query
+// rows before j get NaN there; 0: none does, as key row 0 hides itself from no row), and whether any column has one.
 struct PoisonScan {
   int last[128];
   int any;
