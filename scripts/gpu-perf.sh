@@ -4,7 +4,7 @@
 # PERF_UNIT_TIMEOUT_S seconds, 300 by default; the op-conformance cases of PERF_CONFORMANCE, a pytest -k expression,
 # empty skips them, within PERF_CONFORMANCE_TIMEOUT_S seconds, 200 by default (the whole suite takes longer); those of
 # PERF_SANITIZE under compute-sanitizer's memcheck and racecheck; the unit tests of
-# PERF_SANITIZE_UNIT, a gtest filter, under memcheck), the kernel micro-benchmarks of PERF_KERNELS
+# PERF_SANITIZE_UNIT, a gtest filter, under memcheck or PERF_SANITIZE_UNIT_TOOLS), the kernel micro-benchmarks of PERF_KERNELS
 # (bench/kernel_profile.py --only; empty skips them), then bench/pytorch_comparison.py on PERF_MODELS (empty skips it)
 # within PERF_BUDGET_S seconds (PERF_BENCH_ARGS: more of its arguments, e.g. --build-extra=-v), then
 # bench/quantized_comparison.py on PERF_QUANTIZED (models; empty, the default, skips it). PERF_PYTEST (a pytest -k
@@ -81,11 +81,17 @@ fi
 # PERF_SANITIZE_UNIT: a gtest filter of CUDA unit tests to run under compute-sanitizer's memcheck (within
 # PERF_SANITIZE_TIMEOUT_S seconds): the unit tests run each kernel entry directly, where the conformance cases get
 # the kernel that timing chose (e.g. CUTLASS's attention takes only whole tiles of 64 or 128 keys).
+# PERF_SANITIZE_UNIT_TOOLS: the tools, memcheck by default (racecheck: shared-memory hazards), each to
+# $OUT/<tool>_unit.log; PERF_SANITIZE_UNIT_KERNELS (compute-sanitizer's --kernel-name, e.g. kns=attention) limits
+# them to some kernels.
 mark sanitize_unit
 if [[ -n ${PERF_SANITIZE_UNIT:-} ]]; then
-  timeout "${PERF_SANITIZE_TIMEOUT_S:-150}" compute-sanitizer --tool memcheck --error-exitcode 97 \
-    "$build/tests/tensoracle_cuda_tests" --gtest_filter="$PERF_SANITIZE_UNIT" >"$out/memcheck_unit.log" 2>&1
-  summary+=("memcheck unit ($PERF_SANITIZE_UNIT): rc $? $(grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY' "$out/memcheck_unit.log" | tr '\n' ' ')")
+  for tool in ${PERF_SANITIZE_UNIT_TOOLS:-memcheck}; do
+    timeout "${PERF_SANITIZE_TIMEOUT_S:-150}" compute-sanitizer --tool "$tool" --error-exitcode 97 \
+      ${PERF_SANITIZE_UNIT_KERNELS:+--kernel-name "$PERF_SANITIZE_UNIT_KERNELS"} \
+      "$build/tests/tensoracle_cuda_tests" --gtest_filter="$PERF_SANITIZE_UNIT" >"$out/${tool}_unit.log" 2>&1
+    summary+=("$tool unit ($PERF_SANITIZE_UNIT): rc $? $(grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY|RACECHECK SUMMARY' "$out/${tool}_unit.log" | tr '\n' ' ')")
+  done
 fi
 mark kernels
 if [[ -n $kernels ]]; then

@@ -28,6 +28,9 @@ struct DeviceTensor {
   // The caller's buffer (an engine input or output): its address is bound at each enqueue, so a prepare function sees
   // nullptr and must not assume more than the dtype's alignment of it.
   bool caller_buffer = false;
+  // An engine constant (a weight): uploaded when the engine loads and written by no step, so a kernel may read it
+  // before its programmatic wait (kernels/step_wait.cuh).
+  bool constant = false;
 };
 
 // Library handles owned by an execution context (one per context; used by one thread at a time). The cuBLASLt handle
@@ -74,6 +77,13 @@ struct StepLaunch {
   // context where programmatic_launch_wanted, and for generated kernels only when their binary waits for the preceding
   // steps (engines built before it did launch them plainly); kernel timing sets it as the execution context would.
   bool programmatic = false;
+  // A later step's weight for this step's kernel to pull into L2 before its programmatic wait, while the step before
+  // it still runs (kernels::prefetch_into_l2): set by the execution context, with programmatic launches, on the
+  // launching step before a product of few rows, whose weight is much of its bytes (weight_bound_step,
+  // cuda_target.cu). Kernels that do not prefetch ignore it (layer_norm/rms_norm's row kernel and CUTLASS's attention
+  // prefetch). nullptr: none.
+  const void* l2_prefetch = nullptr;
+  std::size_t l2_prefetch_bytes = 0;
 };
 
 // Whether the steps' kernels launch programmatically on `device` (StepLaunch::programmatic): a compute capability 9.0

@@ -97,6 +97,22 @@ def layer_norm_cases():
         out.append(case("rows20000", randn(2, 20000, dtype=dtype), name))
     out.append(case("rows768_no_affine", randn(9, 768, dtype=torch.float16), "f16", weight=False, bias=False))
     out.append(case("rows768_offset", randn(5, 768) + 1000.0, "f32"))
+
+    # A weight and bias that are not engine constants, which the CUDA row kernel reads only after its programmatic
+    # wait (constants it prefetches before): the weight made by the step just before (abs of an input), the bias a
+    # network input; in the row paths of 8 lanes, a warp and a block per row, 16-byte vectors.
+    def computed_affine(what, x, name):
+        n = x.shape[-1]
+        negative_weight = rand(n, dtype=x.dtype, low=-1.5, high=-0.5)
+        layers = layer("abs", ["negative_weight"], outputs=("w",)) + layer("layer_norm", ["x", "w", "b"])
+        return Case(f"layer_norm_computed_affine_{what}_{name}", layers,
+                    {"x": x, "negative_weight": negative_weight, "b": rand(n, dtype=x.dtype)},
+                    lambda t: {"y": layer_norm_ref(t["x"], t["negative_weight"].abs(), t["b"], 1, 1e-5)})
+
+    for dtype, name in FLOATS[1:3]:
+        out.append(computed_affine("rows64", randn(37, 64, dtype=dtype), name))
+        out.append(computed_affine("rows768", randn(41, 768, dtype=dtype), name))
+        out.append(computed_affine("rows4096", randn(3, 4096, dtype=dtype), name))
     return out
 
 

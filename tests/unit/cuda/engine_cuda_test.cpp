@@ -254,6 +254,73 @@ TEST(CudaEngine, ProgrammaticLaunchesWriteWhatPlainLaunchesWrite) {
   }
 }
 
+// A product of few rows reads mostly its weight, so the step before it (a layer norm) pulls that weight into L2
+// before its programmatic wait (StepLaunch::l2_prefetch, sm_90). The prefetch is planned (the verbose log says so) and
+// changes no result: enqueued, captured and in graph mode the outputs equal the same engine's with
+// TENSORACLE_L2_PREFETCH=0, which plans none.
+TEST(CudaEngine, L2PrefetchOfAProductsWeightChangesNoResult) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "prefetches come with programmatic launches (sm_90 and newer)";
+  std::mt19937 rng(5);
+  RandomWeights weights(rng, {{"ln.w", {512}}, {"ln.b", {512}}, {"fc.w", {1024, 512}}, {"fc.b", {1024}}});
+  Network net;
+  Tensor x = net.add_input("x", DataType::kF32, {-1, 512});
+  Tensor h =
+      net.add_layer_norm(x, net.add_constant(weights.file->get("ln.w")), net.add_constant(weights.file->get("ln.b")));
+  net.mark_output(
+      net.add_linear(h, net.add_constant(weights.file->get("fc.w")), net.add_constant(weights.file->get("fc.b"))), "y");
+  BuilderConfig c;
+  c.target = Target::cuda(0);
+  c.precision = Precision::kFp16;
+  c.add_profile("x", {1, 512}, {8, 512}, {8, 512});
+  const std::vector<std::byte> plan = Builder(c).build(net);
+  const HostTensor x_host = random_input({8, 512}, rng);
+  auto outputs = [&](bool prefetch, std::string& said) {
+    if (prefetch) {
+      unsetenv("TENSORACLE_L2_PREFETCH");
+    } else {
+      setenv("TENSORACLE_L2_PREFETCH", "0", 1);
+    }
+    auto engine = Engine::deserialize(plan);
+    auto ctx = engine->create_execution_context();
+    TargetStream stream(Target::cuda(0));
+    TargetBuffer xb, yb;
+    set_log_callback([&](LogSeverity, std::string_view message) {
+      if (message.find("into L2") != std::string_view::npos) said = std::string(message);
+    });
+    const LogSeverity level = log_level();
+    set_log_level(LogSeverity::kVerbose);
+    std::vector<std::vector<std::byte>> results{run(*ctx, x_host, stream.get(), xb, yb).bytes};  // prepares
+    set_log_level(level);
+    set_log_callback(nullptr);
+    unsetenv("TENSORACLE_L2_PREFETCH");
+    yb.fill(0xFF);
+    for (int r = 0; r < 20; ++r) ctx->enqueue(stream.get());
+    EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    results.push_back(read_back(yb, x_host.shape).bytes);
+    yb.fill(0xFF);
+    capture_and_replay(*ctx, stream.get(), 5);
+    results.push_back(read_back(yb, x_host.shape).bytes);
+    yb.fill(0xFF);
+    ctx->set_graph_mode(true);
+    for (int r = 0; r < 5; ++r) ctx->enqueue(stream.get());
+    EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    results.push_back(read_back(yb, x_host.shape).bytes);
+    return results;
+  };
+  std::string said_without, said_with;
+  const auto without = outputs(false, said_without);
+  const auto with = outputs(true, said_with);
+  EXPECT_EQ(said_without, "");
+  EXPECT_NE(said_with.find("1 step pulls the weight of the product after it into L2"), std::string::npos) << said_with;
+  for (std::size_t i = 0; i < without.size(); ++i) {
+    EXPECT_EQ(without[i], without[0]) << "without the prefetch, run " << i;
+    EXPECT_EQ(with[i], without[0]) << "with the prefetch, run " << i;
+  }
+}
+
 // A small CNN: convolutions (cuDNN), relu, max pooling, global average pooling and a linear head.
 struct ConvModel {
   RandomWeights weights;

@@ -16,8 +16,8 @@
 namespace tensoracle::cuda::kernels {
 
 // The launch configuration of a step's kernel: with launch.programmatic (set by the execution context on sm_90
-// devices) it may start before the previous kernel in the stream has finished (cudaLaunchAttributeProgrammatic-
-// StreamSerialization; captured into CUDA graphs as a programmatic edge). `attribute` must outlive the launch.
+// devices) it may start before the previous kernel in the stream has finished (allow_programmatic_start,
+// step_wait.cuh). `attribute` must outlive the launch.
 inline cudaLaunchConfig_t step_launch_config(const StepLaunch& launch, dim3 grid, dim3 block, std::size_t shared_bytes,
                                              cudaLaunchAttribute& attribute) {
   cudaLaunchConfig_t config{};
@@ -25,13 +25,7 @@ inline cudaLaunchConfig_t step_launch_config(const StepLaunch& launch, dim3 grid
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = launch.stream;
-  if (launch.programmatic) {
-    attribute = cudaLaunchAttribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+  allow_programmatic_start(config, attribute, launch.programmatic);
   return config;
 }
 
