@@ -80,8 +80,8 @@ struct StepLaunch {
   // A later step's weight for this step's kernel to pull into L2 before its programmatic wait, while the step before
   // it still runs (kernels::prefetch_into_l2): set by the execution context, with programmatic launches, on the
   // launching step before a product of few rows, whose weight is much of its bytes (weight_bound_step,
-  // cuda_target.cu). Kernels that do not prefetch ignore it (layer_norm/rms_norm's row kernel and CUTLASS's attention
-  // prefetch). nullptr: none.
+  // cuda_target.cu), when that step's kernel prefetches (layer_norm/rms_norm's row kernel, CUTLASS's attention:
+  // kernel_prefetches). nullptr: none.
   const void* l2_prefetch = nullptr;
   std::size_t l2_prefetch_bytes = 0;
 };

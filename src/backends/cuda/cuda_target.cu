@@ -94,10 +94,19 @@ bool launches_nothing(const StepLaunch& step) {
          step.inputs[0].data != nullptr && step.inputs[0].data == step.outputs[0].data;
 }
 
-// Gives each weight-bound step's weight to the launching step before it to prefetch into L2 (where that step launches
-// programmatically: otherwise it could not run ahead of its own wait), unless TENSORACLE_L2_PREFETCH=0 (to compare).
-// Returns how many steps prefetch and their bytes, for the verbose log.
-std::pair<int, std::size_t> plan_l2_prefetches(std::vector<StepLaunch>& launches, int device) {
+// Whether a step's kernel pulls StepLaunch::l2_prefetch into L2 (registry names): the layer_norm / rms_norm row kernel
+// and CUTLASS's attention.
+bool kernel_prefetches(const std::string& kernel) {
+  const auto starts = [&](const char* prefix) { return kernel.rfind(prefix, 0) == 0; };
+  return ((starts("layer_norm_") || starts("rms_norm_")) && kernel.find("_rowwise") != std::string::npos) ||
+         (starts("attention_") && kernel.find("_cutlass_sm90") != std::string::npos);
+}
+
+// Gives each weight-bound step's weight to the launching step before it to prefetch into L2, where that step's kernel
+// prefetches and launches programmatically (otherwise it could not run ahead of its own wait), unless
+// TENSORACLE_L2_PREFETCH=0 (to compare). Returns how many steps prefetch and their bytes, for the verbose log.
+std::pair<int, std::size_t> plan_l2_prefetches(std::vector<StepLaunch>& launches, const EngineState& engine,
+                                               int device) {
   const char* setting = std::getenv("TENSORACLE_L2_PREFETCH");
   if (setting != nullptr && std::string(setting) == "0") return {0, 0};
   int l2 = 0;
@@ -111,7 +120,9 @@ std::pair<int, std::size_t> plan_l2_prefetches(std::vector<StepLaunch>& launches
     if (data == nullptr) continue;
     std::size_t i = j - 1;
     while (i > 0 && launches_nothing(launches[i])) --i;
-    if (!launches[i].programmatic || launches_nothing(launches[i])) continue;
+    if (!launches[i].programmatic || launches_nothing(launches[i]) || !kernel_prefetches(engine.steps[i].kernel)) {
+      continue;
+    }
     launches[i].l2_prefetch = data;
     launches[i].l2_prefetch_bytes = bytes;
     ++planned.first;
@@ -382,7 +393,7 @@ class CudaContext final : public TargetContext {
       launches.push_back(std::move(launch));
     }
     DeviceGuard guard(engine_.device_);
-    const auto [prefetching, prefetch_bytes] = plan_l2_prefetches(launches, engine_.device_);
+    const auto [prefetching, prefetch_bytes] = plan_l2_prefetches(launches, e, engine_.device_);
     if (prefetching > 0) {
       log(LogSeverity::kVerbose,
           fmt::format(
