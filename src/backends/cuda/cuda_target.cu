@@ -102,13 +102,14 @@ bool kernel_prefetches(const std::string& kernel) {
          (starts("attention_") && kernel.find("_cutlass_sm90") != std::string::npos);
 }
 
-// Gives each weight-bound step's weight to the launching step before it to prefetch into L2, where that step's kernel
-// prefetches and launches programmatically (otherwise it could not run ahead of its own wait), unless
-// TENSORACLE_L2_PREFETCH=0 (to compare). Returns how many steps prefetch and their bytes, for the verbose log.
+// With TENSORACLE_L2_PREFETCH=1 in the environment (off by default: GPT-2 b1 ran 0.8 % slower with it on an H100,
+// docs/performance.md), gives each weight-bound step's weight to the launching step before it to prefetch into L2,
+// where that step's kernel prefetches and launches programmatically (otherwise it could not run ahead of its own
+// wait). Returns how many steps prefetch and their bytes, for the verbose log.
 std::pair<int, std::size_t> plan_l2_prefetches(std::vector<StepLaunch>& launches, const EngineState& engine,
                                                int device) {
   const char* setting = std::getenv("TENSORACLE_L2_PREFETCH");
-  if (setting != nullptr && std::string(setting) == "0") return {0, 0};
+  if (setting == nullptr || std::string(setting) != "1") return {0, 0};
   int l2 = 0;
   if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0) {
     cudaGetLastError();
