@@ -583,10 +583,7 @@ LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
   plan.rows = total / len;
   plan.len = len;
   if (launch.outputs.size() > 1) plan.quantized = launch.outputs[1].dtype;
-  const auto constant_or_absent = [&](std::size_t i) {
-    return i >= launch.inputs.size() || (launch.inputs[i].data == nullptr && !launch.inputs[i].caller_buffer) ||
-           launch.inputs[i].constant;
-  };
+  const auto constant_or_absent = [&](std::size_t i) { return !present(launch, i) || launch.inputs[i].constant; };
   plan.constant_params = constant_or_absent(1) && (kRms || constant_or_absent(2));
   const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
