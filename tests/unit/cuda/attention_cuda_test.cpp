@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <string_view>
@@ -228,71 +229,97 @@ const std::vector<Case> kCases = {
     {"partial_key_tile_d128", 2, 4, 4, 77, 130, 128},
 };
 
-TEST(CudaAttention, EveryHalfPrecisionEntryMatchesTheReference) {
-  TENSORACLE_SKIP_WITHOUT_GPU();
+// One attention entry: a dtype and the kernel's name suffix. Each is its own test (e.g.
+// CudaAttention.EveryCaseMatchesTheReference/f16_cutlass_sm90), so that a filter takes one kernel, as a slow
+// compute-sanitizer racecheck run needs.
+struct Entry {
+  DataType dtype;
+  std::string suffix;
+  std::string kernel() const { return "attention_" + type() + "_f32acc_" + suffix; }
+  std::string type() const { return dtype == DataType::kF16 ? "f16" : "bf16"; }
+};
+void PrintTo(const Entry& entry, std::ostream* os) { *os << entry.kernel(); }
+
+std::vector<Entry> entries() {
+  std::vector<Entry> all;
   for (DataType dtype : {DataType::kF16, DataType::kBF16}) {
-    const std::string t = dtype == DataType::kF16 ? "f16" : "bf16";
-    const double limit = dtype == DataType::kF16 ? 2e-3 : 1.5e-2;
     for (const char* suffix : {"cudnn", "cutlass_sm90", "cutlass_sm90_pingpong", "cutlass_sm90_pingpong_wide",
                                "cutlass_sm90_pingpong_tall", "flash", "flash_split", "rowwise"}) {
-      const std::string kernel = "attention_" + t + "_f32acc_" + std::string(suffix);
-      // CUTLASS's kernels: a build with them, on a compute capability 9.0 GPU.
-      const bool cutlass = std::string(suffix).starts_with("cutlass_sm90");
-      if (cutlass && (find_kernel_entry(kernel) == nullptr || !gpu_test::has_gpu(true))) {
-        continue;
-      }
-      int ran = 0;
-      for (const Case& c : kCases) {
-        for (const Mode& mode : kModes) {
-          SCOPED_TRACE(kernel + " " + c.name + mode.name());
-          std::vector<std::uint16_t> y;
-          std::vector<double> want;
-          // CUTLASS's entry says when it leaves a problem to the flash kernel; the whole-tile cases must not be left.
-          std::vector<std::string> declined;
-          set_log_callback([&](LogSeverity, std::string_view message) {
-            if (message.find("CUTLASS's sm_90 attention does not take") != std::string_view::npos) {
-              declined.emplace_back(message);
-            }
-          });
-          const LogSeverity level = log_level();
-          set_log_level(LogSeverity::kVerbose);
-          const bool ran_case = run_kernel(kernel, c, dtype, mode, y, want);
-          set_log_level(level);
-          set_log_callback(nullptr);
-          // CUTLASS's kernels take head dims 64 and 128 (the wide and tall ones 64), any key count unmasked, whole key
-          // tiles (64 keys at head dim 64, 128 at 128 and in the wide and tall kernels) causal.
-          const bool d64_only = std::string(suffix).ends_with("_wide") || std::string(suffix).ends_with("_tall");
-          const std::int64_t key_tile = c.d == 64 && !d64_only ? 64 : 128;
-          if (cutlass && (c.d == 64 || (c.d == 128 && !d64_only)) && c.hq == c.hkv && !c.padding_mask &&
-              (!c.causal || c.skv % key_tile == 0)) {
-            EXPECT_TRUE(declined.empty()) << declined.front();
-          }
-          if (!ran_case) continue;
-          ran += mode.capture || mode.programmatic ? 0 : 1;
-          double num = 0, den = 0;
-          std::size_t nan_mismatches = 0, nans = 0;
-          for (std::size_t i = 0; i < want.size(); ++i) {
-            const double got = half_to_float(y[i], dtype);
-            if (!std::isfinite(want[i]) || !std::isfinite(got)) {  // NaN where the reference has NaN, inf as inf
-              nans += std::isnan(want[i]) ? 1 : 0;
-              nan_mismatches += std::isnan(want[i]) ? (std::isnan(got) ? 0 : 1) : (got == want[i] ? 0 : 1);
-              continue;
-            }
-            num += (got - want[i]) * (got - want[i]);
-            den += want[i] * want[i];
-          }
-          EXPECT_EQ(nan_mismatches, 0u) << "non-finite values that differ (the reference has " << nans << " NaN)";
-          EXPECT_LT(std::sqrt(num / den), limit);
-          if (c.inf_in_v || c.padding_mask) {
-            EXPECT_GT(nans, 0u);  // the case does test the NaN rules
-          }
-        }
-      }
-      // Every entry takes the unmasked cases at least (cuDNN's the ones it has a plan for).
-      EXPECT_GE(ran, 5) << kernel;
+      all.push_back({dtype, suffix});
     }
   }
+  return all;
 }
+
+class CudaAttention : public ::testing::TestWithParam<Entry> {};
+
+TEST_P(CudaAttention, EveryCaseMatchesTheReference) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  const DataType dtype = GetParam().dtype;
+  const std::string suffix = GetParam().suffix;
+  const double limit = dtype == DataType::kF16 ? 2e-3 : 1.5e-2;
+  const std::string kernel = GetParam().kernel();
+  // CUTLASS's kernels: a build with them, on a compute capability 9.0 GPU.
+  const bool cutlass = suffix.starts_with("cutlass_sm90");
+  if (cutlass && (find_kernel_entry(kernel) == nullptr || !gpu_test::has_gpu(true))) {
+    GTEST_SKIP() << kernel << ": not in this build, or no compute capability 9.0 GPU";
+  }
+  int ran = 0;
+  for (const Case& c : kCases) {
+    for (const Mode& mode : kModes) {
+      SCOPED_TRACE(kernel + " " + c.name + mode.name());
+      std::vector<std::uint16_t> y;
+      std::vector<double> want;
+      // CUTLASS's entry says when it leaves a problem to the flash kernel; the whole-tile cases must not be left.
+      std::vector<std::string> declined;
+      set_log_callback([&](LogSeverity, std::string_view message) {
+        if (message.find("CUTLASS's sm_90 attention does not take") != std::string_view::npos) {
+          declined.emplace_back(message);
+        }
+      });
+      const LogSeverity level = log_level();
+      set_log_level(LogSeverity::kVerbose);
+      const bool ran_case = run_kernel(kernel, c, dtype, mode, y, want);
+      set_log_level(level);
+      set_log_callback(nullptr);
+      // CUTLASS's kernels take head dims 64 and 128 (the wide and tall ones 64), any key count unmasked, whole key
+      // tiles (64 keys at head dim 64, 128 at 128 and in the wide and tall kernels) causal.
+      const bool d64_only = suffix.ends_with("_wide") || suffix.ends_with("_tall");
+      const std::int64_t key_tile = c.d == 64 && !d64_only ? 64 : 128;
+      if (cutlass && (c.d == 64 || (c.d == 128 && !d64_only)) && c.hq == c.hkv && !c.padding_mask &&
+          (!c.causal || c.skv % key_tile == 0)) {
+        EXPECT_TRUE(declined.empty()) << declined.front();
+      }
+      if (!ran_case) continue;
+      ran += mode.capture || mode.programmatic ? 0 : 1;
+      double num = 0, den = 0;
+      std::size_t nan_mismatches = 0, nans = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const double got = half_to_float(y[i], dtype);
+        if (!std::isfinite(want[i]) || !std::isfinite(got)) {  // NaN where the reference has NaN, inf as inf
+          nans += std::isnan(want[i]) ? 1 : 0;
+          nan_mismatches += std::isnan(want[i]) ? (std::isnan(got) ? 0 : 1) : (got == want[i] ? 0 : 1);
+          continue;
+        }
+        num += (got - want[i]) * (got - want[i]);
+        den += want[i] * want[i];
+      }
+      EXPECT_EQ(nan_mismatches, 0u) << "non-finite values that differ (the reference has " << nans << " NaN)";
+      EXPECT_LT(std::sqrt(num / den), limit);
+      if (c.inf_in_v || c.padding_mask) {
+        EXPECT_GT(nans, 0u);  // the case does test the NaN rules
+      }
+    }
+  }
+  // Every entry takes the unmasked cases at least (cuDNN's the ones it has a plan for).
+  EXPECT_GE(ran, 5) << kernel;
+}
+
+// No prefix: the tests are CudaAttention.EveryCaseMatchesTheReference/<dtype>_<suffix>.
+INSTANTIATE_TEST_SUITE_P(, CudaAttention, ::testing::ValuesIn(entries()),
+                         [](const ::testing::TestParamInfo<Entry>& info) {
+                           return info.param.type() + "_" + info.param.suffix;
+                         });
 
 }  // namespace
 }  // namespace tensoracle::cuda
