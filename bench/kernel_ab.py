@@ -14,8 +14,8 @@ a few choices have won their timing but lost in the model (docs/performance.md).
    each problem timing gave OLD takes NEW instead, where NEW is one of that problem's candidates (a timing cache key
    ends with its candidate list). A and B differ in those steps only; the steps that differ are listed.
    With `--env-b VAR=VALUE` (repeatable) instead of swaps, B is engine A itself, benchmarked with those settings in
-   the environment: e.g. `--env-b TENSORACLE_L2_PREFETCH=1` measures the L2 prefetch of products' weights
-   (docs/architecture.md), `--env-b TENSORACLE_PROGRAMMATIC_LAUNCH=0` the programmatic launches.
+   the environment: e.g. `--env-b TENSORACLE_PROGRAMMATIC_LAUNCH=0` measures the programmatic launches
+   (docs/architecture.md).
 3. `tensoracle bench --graph-mode` on A and B in turn, in the order A B B A repeated `--rounds` times (drift in the
    clocks weighs on both alike), each run `--iterations` replays after `--warmup`.
 

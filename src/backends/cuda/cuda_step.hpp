@@ -77,14 +77,6 @@ struct StepLaunch {
   // context where programmatic_launch_wanted, and for generated kernels only when their binary waits for the preceding
   // steps (engines built before it did launch them plainly); kernel timing sets it as the execution context would.
   bool programmatic = false;
-  // A later step's weight for this step's kernel to pull into L2 before its programmatic wait, while the step before
-  // it still runs (kernels::prefetch_into_l2): set by the execution context, with programmatic launches and
-  // TENSORACLE_L2_PREFETCH=1 (off by default: measured slower, docs/performance.md), on the
-  // launching step before a product of few rows, whose weight is much of its bytes (weight_bound_step,
-  // cuda_target.cu), when that step's kernel prefetches (layer_norm/rms_norm's row kernel, CUTLASS's attention:
-  // kernel_prefetches). nullptr: none.
-  const void* l2_prefetch = nullptr;
-  std::size_t l2_prefetch_bytes = 0;
 };
 
 // Whether the steps' kernels launch programmatically on `device` (StepLaunch::programmatic): a compute capability 9.0

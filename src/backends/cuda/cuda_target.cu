@@ -4,15 +4,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "backends/cuda/check.hpp"
 #include "backends/cuda/codegen/elementwise_codegen.hpp"
@@ -55,81 +51,6 @@ int matching_device(const nlohmann::json& target, const std::string& display_nam
       display_name, name, cc,
       seen.empty() ? fmt::format("no usable GPU ({})", sys.cuda_unavailable_reason)
                    : fmt::format("{}", fmt::join(seen, ", "))));
-}
-
-// The weight of a product when it is at least a quarter of the step's bytes (inputs and outputs, as prepared), at least
-// kMinL2Prefetch and at most half of L2: a product of few rows, whose time goes largely to reading its weight, which
-// the launching step before it prefetches (StepLaunch::l2_prefetch). {nullptr, 0} otherwise: products of many rows
-// read their weight while they compute, and a prefetch there would take bandwidth from the step before.
-constexpr std::size_t kMinL2Prefetch = std::size_t{256} << 10;
-
-std::pair<const void*, std::size_t> weight_bound_step(const StepLaunch& step, std::size_t l2_bytes) {
-  // The ops that read the whole of their weight (a gather reads rows of its table).
-  const std::string& op = step.layer->op;
-  if (op != "linear" && op != "matmul" && op != "conv" && op != "conv_transpose2d" && op != "quantized_linear" &&
-      op != "quantized_conv") {
-    return {nullptr, 0};
-  }
-  const auto bytes_of = [](const DeviceTensor& t) {
-    return static_cast<std::size_t>(std::max<std::int64_t>(t.shape.volume(), 0)) * element_size(t.dtype);
-  };
-  std::size_t total = 0;
-  const DeviceTensor* weight = nullptr;
-  for (const auto& t : step.inputs) {
-    if (t.data == nullptr && !t.caller_buffer) continue;  // an absent optional input
-    total += bytes_of(t);
-    if (t.constant && (weight == nullptr || bytes_of(t) > bytes_of(*weight))) weight = &t;
-  }
-  for (const auto& t : step.outputs) total += bytes_of(t);
-  if (weight == nullptr) return {nullptr, 0};
-  const std::size_t bytes = bytes_of(*weight);
-  if (bytes < kMinL2Prefetch || 4 * bytes < total || 2 * bytes > l2_bytes) return {nullptr, 0};
-  return {weight->data, bytes};
-}
-
-// Whether a step launches nothing: a reshape whose output the memory plan made an alias of its input.
-bool launches_nothing(const StepLaunch& step) {
-  const std::string& op = step.layer->op;
-  return (op == "reshape" || op == "squeeze" || op == "unsqueeze") && !step.inputs.empty() && !step.outputs.empty() &&
-         step.inputs[0].data != nullptr && step.inputs[0].data == step.outputs[0].data;
-}
-
-// Whether a step's kernel pulls StepLaunch::l2_prefetch into L2 (registry names): the layer_norm / rms_norm row kernel
-// and CUTLASS's attention.
-bool kernel_prefetches(const std::string& kernel) {
-  const auto starts = [&](const char* prefix) { return kernel.rfind(prefix, 0) == 0; };
-  return ((starts("layer_norm_") || starts("rms_norm_")) && kernel.find("_rowwise") != std::string::npos) ||
-         (starts("attention_") && kernel.find("_cutlass_sm90") != std::string::npos);
-}
-
-// With TENSORACLE_L2_PREFETCH=1 in the environment (off by default: GPT-2 b1 ran 0.8 % slower with it on an H100,
-// docs/performance.md), gives each weight-bound step's weight to the launching step before it to prefetch into L2,
-// where that step's kernel prefetches and launches programmatically (otherwise it could not run ahead of its own
-// wait). Returns how many steps prefetch and their bytes, for the verbose log.
-std::pair<int, std::size_t> plan_l2_prefetches(std::vector<StepLaunch>& launches, const EngineState& engine,
-                                               int device) {
-  const char* setting = std::getenv("TENSORACLE_L2_PREFETCH");
-  if (setting == nullptr || std::string(setting) != "1") return {0, 0};
-  int l2 = 0;
-  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0) {
-    cudaGetLastError();
-    return {0, 0};
-  }
-  std::pair<int, std::size_t> planned{0, 0};
-  for (std::size_t j = 1; j < launches.size(); ++j) {
-    const auto [data, bytes] = weight_bound_step(launches[j], static_cast<std::size_t>(l2));
-    if (data == nullptr) continue;
-    std::size_t i = j - 1;
-    while (i > 0 && launches_nothing(launches[i])) --i;
-    if (!launches[i].programmatic || launches_nothing(launches[i]) || !kernel_prefetches(engine.steps[i].kernel)) {
-      continue;
-    }
-    launches[i].l2_prefetch = data;
-    launches[i].l2_prefetch_bytes = bytes;
-    ++planned.first;
-    planned.second += bytes;
-  }
-  return planned;
 }
 
 class CudaContext;
@@ -394,14 +315,6 @@ class CudaContext final : public TargetContext {
       launches.push_back(std::move(launch));
     }
     DeviceGuard guard(engine_.device_);
-    const auto [prefetching, prefetch_bytes] = plan_l2_prefetches(launches, e, engine_.device_);
-    if (prefetching > 0) {
-      log(LogSeverity::kVerbose,
-          fmt::format(
-              "prepare: {} step{} pull{} the weight of the product after {} into L2 before {} wait ({:.1f} MiB)",
-              prefetching, prefetching == 1 ? "" : "s", prefetching == 1 ? "s" : "", prefetching == 1 ? "it" : "them",
-              prefetching == 1 ? "its" : "their", static_cast<double>(prefetch_bytes) / (1 << 20)));
-    }
     std::vector<std::unique_ptr<StepState>> states;
     states.reserve(launches.size());
     const bool verbose = log_enabled(LogSeverity::kVerbose);

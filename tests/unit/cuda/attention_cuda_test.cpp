@@ -315,11 +315,12 @@ TEST_P(CudaAttention, EveryCaseMatchesTheReference) {
   EXPECT_GE(ran, 5) << kernel;
 }
 
+std::string entry_test_name(const ::testing::TestParamInfo<Entry>& entry) {
+  return entry.param.type() + "_" + entry.param.suffix;
+}
+
 // No prefix: the tests are CudaAttention.EveryCaseMatchesTheReference/<dtype>_<suffix>.
-INSTANTIATE_TEST_SUITE_P(, CudaAttention, ::testing::ValuesIn(entries()),
-                         [](const ::testing::TestParamInfo<Entry>& info) {
-                           return info.param.type() + "_" + info.param.suffix;
-                         });
+INSTANTIATE_TEST_SUITE_P(, CudaAttention, ::testing::ValuesIn(entries()), entry_test_name);
 
 }  // namespace
 }  // namespace tensoracle::cuda

@@ -31,14 +31,10 @@ namespace tensoracle::cuda::sm90 {
 // CUTLASS's device_kernel with the step's programmatic wait in front: CUTLASS's FMHA kernels do not wait for a
 // preceding kernel themselves, so the whole block waits for it before the kernel's first load (launched without the
 // programmatic attribute the wait does nothing), then lets the next kernel start launching (its blocks take the SMs
-// this kernel leaves; the persistent kernels' grids fill every SM at most once). Before the wait the blocks pull a
-// later step's weight into L2 (`l2_prefetch`, `l2_prefetch_bytes`; 0: none).
+// this kernel leaves; the persistent kernels' grids fill every SM at most once).
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
-    programmatic_device_kernel(CUTLASS_GRID_CONSTANT typename Kernel::Params const params, const void* l2_prefetch,
-                               unsigned long long l2_prefetch_bytes) {
-  kernels::read_older_results_before_the_wait();  // none: the prefetch of engine constants
-  kernels::prefetch_into_l2(l2_prefetch, l2_prefetch_bytes);
+    programmatic_device_kernel(CUTLASS_GRID_CONSTANT typename Kernel::Params const params) {
   kernels::wait_for_preceding_steps();
   extern __shared__ char smem[];
   Kernel op;
@@ -139,8 +135,7 @@ class CutlassFusedAttention final : public FusedAttention {
     params_.mainloop.scale_softmax_log2 = static_cast<float>(static_cast<double>(p.scale) * M_LOG2E);
   }
 
-  void run(cudaStream_t stream, bool programmatic, const void* l2_prefetch, unsigned long long l2_prefetch_bytes,
-           const char* context) override {
+  void run(cudaStream_t stream, bool programmatic, const char* context) override {
     cudaLaunchConfig_t config{};
     config.gridDim = Kernel::get_grid_shape(params_);
     config.blockDim = Kernel::get_block_shape();
@@ -148,8 +143,7 @@ class CutlassFusedAttention final : public FusedAttention {
     config.stream = stream;
     cudaLaunchAttribute attribute{};
     kernels::allow_programmatic_start(config, attribute, programmatic);
-    const cudaError_t status =
-        cudaLaunchKernelEx(&config, programmatic_device_kernel<Kernel>, params_, l2_prefetch, l2_prefetch_bytes);
+    const cudaError_t status = cudaLaunchKernelEx(&config, programmatic_device_kernel<Kernel>, params_);
     if (status != cudaSuccess) {
       cudaGetLastError();
       throw CudaError(

@@ -40,10 +40,8 @@ class FusedAttention {
   // a step bound to caller buffers plans at every enqueue).
   virtual void plan(const AttentionProblem& problem, void* workspace, const char* context) = 0;
   // Launches the planned kernel on `stream`; with `programmatic`, it may start while the kernel before it finishes
-  // (the kernel waits for it first, then lets the next kernel start: step_wait.cuh's order). Before its wait it pulls
-  // `l2_prefetch_bytes` at `l2_prefetch` (a later step's weight; 0: none) into L2 (step_wait.cuh's prefetch_into_l2).
-  virtual void run(cudaStream_t stream, bool programmatic, const void* l2_prefetch,
-                   unsigned long long l2_prefetch_bytes, const char* context) = 0;
+  // (the kernel waits for it first, then lets the next kernel start: step_wait.cuh's order).
+  virtual void run(cudaStream_t stream, bool programmatic, const char* context) = 0;
 };
 
 // How the kernel's blocks take their tiles of queries. kCooperative: a block per tile of 128 queries (of one batch

@@ -380,10 +380,8 @@ __device__ __forceinline__ void prefetch_params_into_l1(const T* weight, const T
 template <typename T, int kV, int kPer, int kGroup, bool kRms, typename Q = NoQuantized>
 __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThreads)
     norm_rows_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len, float eps_f,
-                     double eps_d, QuantizedOut<Q> quantized, bool constant_params, const void* l2_prefetch,
-                     unsigned long long l2_prefetch_bytes) {
-  read_older_results_before_the_wait();  // engine constants only: the weight and bias when they are, the prefetch
-  prefetch_into_l2(l2_prefetch, l2_prefetch_bytes);
+                     double eps_d, QuantizedOut<Q> quantized, bool constant_params) {
+  read_older_results_before_the_wait();  // engine constants only: the weight and bias when they are
   const int vectors = len / kV;
   const int threads = kGroup == 0 ? static_cast<int>(blockDim.x) : kGroup;
   const int t = kGroup == 0 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) % kGroup;
@@ -606,18 +604,15 @@ void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, Quantize
   switch (rows_launch.path) {
     case RowsPath::kLanes8:
       launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 8, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
-                    plan.eps_f, plan.eps, quantized, plan.constant_params, launch.l2_prefetch,
-                    static_cast<unsigned long long>(launch.l2_prefetch_bytes));
+                    plan.eps_f, plan.eps, quantized, plan.constant_params);
       break;
     case RowsPath::kWarp:
       launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 32, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
-                    plan.eps_f, plan.eps, quantized, plan.constant_params, launch.l2_prefetch,
-                    static_cast<unsigned long long>(launch.l2_prefetch_bytes));
+                    plan.eps_f, plan.eps, quantized, plan.constant_params);
       break;
     case RowsPath::kBlockRow:
       launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 0, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
-                    plan.eps_f, plan.eps, quantized, plan.constant_params, launch.l2_prefetch,
-                    static_cast<unsigned long long>(launch.l2_prefetch_bytes));
+                    plan.eps_f, plan.eps, quantized, plan.constant_params);
       break;
     case RowsPath::kLongRow:
       launch_kernel(launch, norm_block_kernel<T, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, plan.len,

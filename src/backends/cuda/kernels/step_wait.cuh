@@ -29,34 +29,6 @@ __device__ __forceinline__ void wait_for_preceding_steps() {
 // A marker for the reader and the check; it does nothing.
 __device__ __forceinline__ void read_older_results_before_the_wait() {}
 
-// Pulls this block's share of `bytes` of engine constants at `data` (a later step's weight: StepLaunch::l2_prefetch)
-// into L2, to be called before the programmatic wait, after read_older_results_before_the_wait(): the weight then
-// comes from memory while the preceding step still runs, and the step that multiplies by it finds it in L2. The grid's
-// blocks split the bytes in 16-byte multiples; thread 0 of each issues one bulk prefetch (a hint: it loads nothing into
-// registers or shared memory and completes on its own). `data` is 16-byte aligned; a tail of under 16 bytes is left.
-// Without a prefetch (bytes 0), or before sm_90, it does nothing.
-__device__ __forceinline__ void prefetch_into_l2(const void* data, unsigned long long bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  bytes &= ~15ULL;
-  if (bytes == 0 || threadIdx.x != 0 || threadIdx.y != 0 || threadIdx.z != 0) return;
-  const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
-  const unsigned long long block =
-      blockIdx.x + static_cast<unsigned long long>(gridDim.x) *
-                       (blockIdx.y + static_cast<unsigned long long>(gridDim.y) * blockIdx.z);
-  const unsigned long long share = ((bytes + blocks - 1) / blocks + 15) & ~15ULL;
-  const unsigned long long begin = block * share;
-  if (begin >= bytes) return;
-  const unsigned long long size = bytes - begin < share ? bytes - begin : share;
-  constexpr unsigned long long kMaxPrefetch = 1ULL << 30;  // the instruction's size is 32 bits
-  for (unsigned long long done = 0; done < size; done += kMaxPrefetch) {
-    const unsigned long long part = size - done < kMaxPrefetch ? size - done : kMaxPrefetch;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(data) + begin + done),
-                 "r"(static_cast<unsigned>(part))
-                 : "memory");
-  }
-#endif
-}
-
 // With `programmatic`, lets the kernel launched with `config` start before the kernel before it in the stream has
 // finished (cudaLaunchAttributeProgrammaticStreamSerialization; captured into CUDA graphs as a programmatic edge). That
 // kernel must begin with one of the two statements above. `attribute` must outlive the launch.

@@ -1193,8 +1193,7 @@ void launch_attention_cutlass(const StepLaunch& launch, const CutlassAttentionPl
     if (!bind_attention_problem(launch, p, a)) return launch_attention(launch, plan.ours);
     plan.fused->plan(a, launch.workspace, kernels::layer_name(launch).c_str());
   }
-  plan.fused->run(launch.stream, launch.programmatic, launch.l2_prefetch, launch.l2_prefetch_bytes,
-                  kernels::layer_name(launch).c_str());
+  plan.fused->run(launch.stream, launch.programmatic, kernels::layer_name(launch).c_str());
   if (plan.poison != nullptr) {
     AttentionParams bound = p;
     bound.v = launch.inputs.at(2).data;
