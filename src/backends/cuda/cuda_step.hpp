@@ -28,9 +28,6 @@ struct DeviceTensor {
   // The caller's buffer (an engine input or output): its address is bound at each enqueue, so a prepare function sees
   // nullptr and must not assume more than the dtype's alignment of it.
   bool caller_buffer = false;
-  // An engine constant (a weight): uploaded when the engine loads and written by no step, so a kernel may read it
-  // before its programmatic wait (kernels/step_wait.cuh).
-  bool constant = false;
 };
 
 // Library handles owned by an execution context (one per context; used by one thread at a time). The cuBLASLt handle

@@ -294,10 +294,7 @@ class CudaContext final : public TargetContext {
         t.dtype = g.tensors[uid].dtype;
         t.shape = shapes[uid];
         switch (e.storage[uid]) {
-          case Storage::kConstant:
-            t.data = engine_.constants_[uid];
-            t.constant = true;
-            break;
+          case Storage::kConstant: t.data = engine_.constants_[uid]; break;
           case Storage::kArena: t.data = static_cast<std::byte*>(arena_) + e.arena_offset[uid]; break;
           case Storage::kInput:
           case Storage::kOutput:

@@ -168,7 +168,6 @@ std::size_t time_candidates(const graph::Graph& graph, const graph::Layer& layer
       TENSORACLE_CUDA_CHECK(cudaMalloc(&t.data, bytes), "allocating timing buffers");
       allocations.push_back(t.data);
       fill_random(t.data, t.dtype, count, rng);
-      t.constant = graph.tensor(id).kind == graph::TensorKind::kConstant;  // as the engine will see it (filled above)
       return t;
     };
     graph::AttrReader attrs(layer.attrs, layer.name, layer.op);

@@ -357,22 +357,6 @@ struct QuantizedOut {
   Q* y = nullptr;
 };
 
-// Pulls the weight and bias vectors a thread of norm_rows_kernel applies (the same for every row it normalizes) into
-// L1 (prefetch.global.L1), before the kernel's programmatic wait when they are engine constants: the loads that use
-// them, after each row's statistics, then hit L1 instead of waiting for L2. Absent (nullptr) ones are skipped.
-template <typename T, int kV, int kPer>
-__device__ __forceinline__ void prefetch_params_into_l1(const T* weight, const T* bias, int t, int threads,
-                                                        int vectors) {
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int vi = t + k * threads;
-    if (vi < vectors) {
-      if (weight != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(weight + vi * kV));
-      if (bias != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(bias + vi * kV));
-    }
-  }
-}
-
 // A row held in registers: kGroup lanes of a warp per row (a block holds blockDim.x / kGroup rows), or the whole
 // block per row when kGroup is 0. Each thread keeps up to kPer vectors of kV elements (vector t, t + threads,
 // ...), so x is read once; the statistics are taken from the registers (two passes for layer_norm) and the row is
@@ -380,13 +364,11 @@ __device__ __forceinline__ void prefetch_params_into_l1(const T* weight, const T
 template <typename T, int kV, int kPer, int kGroup, bool kRms, typename Q = NoQuantized>
 __global__ void __launch_bounds__(kGroup == 0 ? kBlockRowThreads : kWarpRowsThreads)
     norm_rows_kernel(const T* x, const T* weight, const T* bias, T* y, std::int64_t rows, int len, float eps_f,
-                     double eps_d, QuantizedOut<Q> quantized, bool constant_params) {
-  read_older_results_before_the_wait();  // engine constants only: the weight and bias when they are
+                     double eps_d, QuantizedOut<Q> quantized) {
+  wait_for_preceding_steps();
   const int vectors = len / kV;
   const int threads = kGroup == 0 ? static_cast<int>(blockDim.x) : kGroup;
   const int t = kGroup == 0 ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) % kGroup;
-  if (constant_params) prefetch_params_into_l1<T, kV, kPer>(weight, kRms ? nullptr : bias, t, threads, vectors);
-  wait_for_preceding_steps();
   using C = NormStat<T>;
   constexpr bool kQuantized = !std::is_same_v<Q, NoQuantized>;
   __shared__ C scratch[32];
@@ -559,7 +541,6 @@ struct LastDimsNormPlan {
   RowsLaunch vector_rows;               // in 16-byte vectors
   RowsLaunch scalar_rows;               // one element at a time
   DataType quantized = DataType::kF32;  // `quantize_to` (i8 or f8e4m3), else f32: none
-  bool constant_params = false;         // weight and bias each absent or an engine constant (prefetched early)
 };
 
 template <bool kRms>
@@ -581,8 +562,6 @@ LastDimsNormPlan prepare_last_dims_norm(const StepLaunch& launch) {
   plan.rows = total / len;
   plan.len = len;
   if (launch.outputs.size() > 1) plan.quantized = launch.outputs[1].dtype;
-  const auto constant_or_absent = [&](std::size_t i) { return !present(launch, i) || launch.inputs[i].constant; };
-  plan.constant_params = constant_or_absent(1) && (kRms || constant_or_absent(2));
   const bool handled = dispatch(FloatTypes{}, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     plan.whole_vectors = len % kNormVector<T> == 0;
@@ -604,15 +583,15 @@ void launch_norm_rows(const T* x, const T* weight, const T* bias, T* y, Quantize
   switch (rows_launch.path) {
     case RowsPath::kLanes8:
       launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 8, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
-                    plan.eps_f, plan.eps, quantized, plan.constant_params);
+                    plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kWarp:
       launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 32, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
-                    plan.eps_f, plan.eps, quantized, plan.constant_params);
+                    plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kBlockRow:
       launch_kernel(launch, norm_rows_kernel<T, kV, kPer, 0, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, len,
-                    plan.eps_f, plan.eps, quantized, plan.constant_params);
+                    plan.eps_f, plan.eps, quantized);
       break;
     case RowsPath::kLongRow:
       launch_kernel(launch, norm_block_kernel<T, kRms, Q>, grid, threads, 0, x, weight, bias, y, rows, plan.len,

@@ -20,12 +20,11 @@ __device__ __forceinline__ void wait_for_preceding_steps() {
 #endif
 }
 
-// The first statement of a kernel that reads, before its wait, only engine constants (DeviceTensor::constant: written
-// before any step runs, by none) or what the steps before the preceding one wrote (scripts/check-step-kernels.py
-// accepts it in wait_for_preceding_steps()'s place, with that wait later in the body). The latter is correct when the
-// preceding kernel lets this one launch only after its own wait, as wait_for_preceding_steps() and
+// The first statement of a kernel that reads, before its wait, only what the steps before the preceding one wrote
+// (scripts/check-step-kernels.py accepts it in wait_for_preceding_steps()'s place, with that wait later in the body).
+// Correct when the preceding kernel lets this one launch only after its own wait, as wait_for_preceding_steps() and
 // programmatic_device_kernel (cutlass_attention_sm90.cuh) do: this kernel's blocks then start after every kernel
-// before the preceding one has finished; such reads bypass L1 (__ldcg). Nothing is written before the wait.
+// before the preceding one has finished. Such early reads bypass L1 (__ldcg), and nothing is written before the wait.
 // A marker for the reader and the check; it does nothing.
 __device__ __forceinline__ void read_older_results_before_the_wait() {}
 
