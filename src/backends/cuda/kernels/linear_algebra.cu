@@ -122,8 +122,10 @@ cublasComputeType_t compute_type(DataType dtype, Precision precision) {
 }
 
 // How many of cuBLASLt's heuristic results the linear entries offer as timed candidates (kernel names
-// "..._algo1" to "..._algo3" beside the heuristic's first).
-constexpr int kLinearAlgorithms = 4;
+// "..._algo1" to "..._algo7" beside the heuristic's first), and how many of them every product is offered: the others
+// only a product with an activation in cuBLASLt's epilogue (supports_gemm_with_epilogue_activation).
+constexpr int kLinearAlgorithms = 8;
+constexpr int kLinearAlgorithmsForEveryProduct = 4;
 
 // cuBLASLt's heuristic answers for the process, by problem: a step's prepare queries cuBLASLt only for a problem that
 // no step asked about before (a query that ranks several algorithms takes milliseconds, and a transformer's layers
@@ -808,6 +810,17 @@ bool supports_fused_linear(const graph::Graph& graph, const graph::Layer& layer,
   return weight.rank() == 2 && weight[0] > 0 && weight[1] > 0 && weight[0] % 8 == 0 && weight[1] % 8 == 0;
 }
 
+// The heuristic's fifth to eighth algorithms (the "_algo4" to "_algo7" entries) are offered only for a product with an
+// activation in cuBLASLt's epilogue (relu, gelu_tanh), which no CUTLASS product of ours has: there, on an H100, one
+// of them ran GPT-2's tanh-GELU MLP product 8 to 13 % faster than the best of the first four, while for the other
+// products of BERT, GPT-2 and BERT-large none of them beat the first four or the CUTLASS products
+// (docs/performance.md).
+template <DataType kDtype>
+bool supports_gemm_with_epilogue_activation(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
+  const std::string activation = graph::AttrReader(layer.attrs, layer.name, layer.op).get_string("activation", "none");
+  return epilogue_activation(activation) != 0 && supports_gemm<kDtype>(graph, layer, precision);
+}
+
 // The bias-through-beta form has no fused epilogue.
 template <DataType kDtype>
 bool supports_gemm_unfused(const graph::Graph& graph, const graph::Layer& layer, Precision precision) {
@@ -999,11 +1012,14 @@ std::size_t weight_only_dequantized_workspace(const graph::Graph& graph, const g
 
 }  // namespace
 
-// The f16/bf16 linear entries with the heuristic's algorithm `index` instead of its first, timed against it.
-#define TENSORACLE_LINEAR_ALGORITHM(dtypes, dtype, index)                                                              \
-  prepared_kernel<prepare_linear<true, index>, launch_linear>("linear_" #dtypes "_cublaslt_bias_epilogue_algo" #index, \
-                                                              "linear", supports_gemm<dtype>, ws,                      \
-                                                              linear_workspace<index>)
+// The f16/bf16 linear entries with the heuristic's algorithm `index` instead of its first, timed against it (from the
+// fifth on, `supports` is supports_gemm_with_epilogue_activation).
+#define TENSORACLE_LINEAR_ALGORITHM(dtypes, dtype, index)                                         \
+  prepared_kernel<prepare_linear<true, index>, launch_linear>(                                    \
+      "linear_" #dtypes "_cublaslt_bias_epilogue_algo" #index, "linear",                          \
+      (index) < kLinearAlgorithmsForEveryProduct ? supports_gemm<dtype>                           \
+                                                 : supports_gemm_with_epilogue_activation<dtype>, \
+      ws, linear_workspace<index>)
 
 // A pointwise convolution as cuBLASLt's product with the heuristic's algorithm `index`.
 #define TENSORACLE_POINTWISE_CONV(dtypes, dtype, index)                                                              \
@@ -1043,11 +1059,19 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
       TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 1),
       TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 2),
       TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 3),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 4),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 5),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 6),
+      TENSORACLE_LINEAR_ALGORITHM(f16_f32acc, DataType::kF16, 7),
       prepared_kernel<prepare_linear<true>, launch_linear>("linear_bf16_f32acc_cublaslt_bias_epilogue", "linear",
                                                            supports_gemm<DataType::kBF16>, ws, linear_workspace<0>),
       TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 1),
       TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 2),
       TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 3),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 4),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 5),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 6),
+      TENSORACLE_LINEAR_ALGORITHM(bf16_f32acc, DataType::kBF16, 7),
       prepared_kernel<prepare_linear<false>, launch_linear>(
           "linear_f32_cublaslt_bias_beta", "linear", supports_gemm_unfused<DataType::kF32>, ws, linear_workspace<0>),
       prepared_kernel<prepare_linear<false>, launch_linear>("linear_f16_f32acc_cublaslt_bias_beta", "linear",
