@@ -3,6 +3,7 @@
 
 Builds a model of bench/pytorch_models.py at batch 1 (fp16, CUDA), then times fresh processes:
 - `tensoracle run --verbose` on the saved engine, several times: wall time and the library's phase lines;
+- `tensoracle run` with and without CUDA's teardown at the process's exit (TENSORACLE_EXIT_TEARDOWN), interleaved;
 - `tensoracle --version` (process start, library loading, CUDA device query), and the dynamic loader's own
   statistics (LD_DEBUG=statistics);
 - the CUDA pieces alone through ctypes, each in a fresh Python process: cuInit, the primary context, cublasLtCreate,
@@ -130,6 +131,17 @@ def main() -> int:
             firsts.append(float(m.group(1)))
     result["first_inference_ms"] = firsts
 
+    # The process's end with and without CUDA's teardown at exit (TENSORACLE_EXIT_TEARDOWN=1 keeps it), interleaved:
+    # the wall after the library's "released" line is the exit.
+    teardown = {"skipped": [], "kept": []}
+    for i in range(args.runs):
+        for how, value in (("skipped", "0"), ("kept", "1")):
+            r = timed([cli, "run", engine, "--inputs", inputs, "-o", work / "out.safetensors"],
+                      env=dict(os.environ, TENSORACLE_EXIT_TEARDOWN=value))
+            if r["rc"] == 0:
+                teardown[how].append(r["seconds"])
+    result["exit_teardown_ab_seconds"] = teardown
+
     versions = [timed([cli, "--version"])["seconds"] for _ in range(3)]
     result["version_seconds"] = versions
     env = dict(os.environ, LD_DEBUG="statistics")
@@ -149,6 +161,9 @@ def main() -> int:
     print(f"engine {result['engine_bytes'] / 2 ** 20:.1f} MiB; tensoracle run wall: "
           + ", ".join(f"{s:.3f}" for s in walls) + " s")
     print("first result after the process started: " + ", ".join(f"{v:.0f}" for v in firsts) + " ms")
+    for how, walls_ab in teardown.items():
+        print(f"tensoracle run wall, CUDA's teardown at exit {how}: " + ", ".join(f"{s:.3f}" for s in walls_ab)
+              + (f" s (median {statistics.median(walls_ab):.3f})" if walls_ab else ""))
     print("tensoracle --version wall: " + ", ".join(f"{s:.3f}" for s in versions) + " s")
     for which, p in probes.items():
         print(f"ctypes ({which}): " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}"

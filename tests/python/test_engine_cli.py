@@ -267,3 +267,31 @@ def test_cuda_engine_matches_cpu_engine(cli, model):
         result = run(cli, "bench", engine, "--iterations", "20", "--per-step")
         assert result.returncode == 0, describe(result)
         assert json.loads(result.stdout)["target_time_ms"]["p50"] > 0
+
+
+def test_cuda_commands_end_without_teardown_and_lose_no_output(cli, model):
+    """After a CUDA engine, `run` and `bench` end the process without CUDA's teardown at exit (process_exit.cpp);
+    their files, stdout (a pipe: fully buffered) and stderr must still be complete, with the teardown or without."""
+    if not gpu_available(cli):
+        if os.environ.get("TENSORACLE_REQUIRE_GPU") == "1":
+            pytest.fail("TENSORACLE_REQUIRE_GPU=1 but no GPU is visible")
+        pytest.skip("no CUDA GPU on this machine")
+    directory, params = model
+    x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
+    stnp.save_file({"x": x}, str(directory / "in.safetensors"))
+    _, logits = numpy_forward(x, params)
+    engine = build(cli, directory, "cuda", "fp32")
+    for teardown in ("0", "1"):
+        env = dict(os.environ, TENSORACLE_EXIT_TEARDOWN=teardown)
+        out = directory / f"out{teardown}.safetensors"
+        result = subprocess.run([str(cli), "run", str(engine), "--inputs", str(directory / "in.safetensors"), "-o",
+                                 str(out), "--verbose"], capture_output=True, env=env, timeout=300)
+        assert result.returncode == 0, describe(result)
+        stderr = result.stderr.decode()
+        assert "first inference" in stderr and "engine, context and buffers released" in stderr, describe(result)
+        got = stnp.load_file(str(out))["logits"]
+        assert np.linalg.norm(got - logits) / np.linalg.norm(logits) < 1e-5
+        result = subprocess.run([str(cli), "bench", str(engine), "--iterations", "5"], capture_output=True, env=env,
+                                timeout=300)
+        assert result.returncode == 0, describe(result)
+        assert json.loads(result.stdout)["target_time_ms"]["p50"] > 0

@@ -45,6 +45,12 @@ void add_inspect_command(CLI::App& app, Action& action);
 // `tensoracle bench ...` (bench_command.cpp)
 void add_bench_command(CLI::App& app, Action& action);
 
+// The end of the process (process_exit.cpp). A command that started the GPU says so (load_engine does for a CUDA
+// engine); main then returns its status through end_process, which ends such a process without CUDA's teardown at
+// exit unless TENSORACLE_EXIT_TEARDOWN=1 or a CUDA profiler or compute-sanitizer is attached (CUDA_INJECTION64_PATH).
+void note_gpu_started();
+int end_process(int status);
+
 // Engine files (engine_files.cpp): plain engines, or cache entries.
 std::vector<std::byte> read_engine_bytes(const std::string& path);
 std::string read_engine_manifest(const std::string& path);

@@ -112,6 +112,7 @@ int build(const BuildOptions& o) {
     throw;
   }
   if (bar) std::cerr << "\r\033[K" << std::flush;
+  if (config.target.kind == TargetKind::kCuda) note_gpu_started();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_file_atomically(o.output, bytes.data(), bytes.size(), 0644);
   std::cout << fmt::format(

@@ -79,8 +79,10 @@ std::string read_engine_manifest(const std::string& path) { return Engine::inspe
 
 std::shared_ptr<const Engine> load_engine(const std::string& path) {
   // A plain engine file: Engine::load starts the GPU while it reads the weights.
-  if (!is_cache_entry(path)) return Engine::load(path);
-  return Engine::deserialize(read_cache_entry_plan(path), path);
+  std::shared_ptr<const Engine> engine =
+      is_cache_entry(path) ? Engine::deserialize(read_cache_entry_plan(path), path) : Engine::load(path);
+  if (engine->target().kind == TargetKind::kCuda) note_gpu_started();
+  return engine;
 }
 
 void add_plugin_option(CLI::App* cmd, std::vector<std::string>& libraries) {

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     return tensoracle::cli::kExitUsage;
   }
   try {
-    return action();
+    return tensoracle::cli::end_process(action());
   } catch (const tensoracle::Error& e) {
     std::cerr << "tensoracle: " << e.what() << "\n";
     return tensoracle::cli::kExitFailure;

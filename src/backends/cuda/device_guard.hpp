@@ -1,4 +1,5 @@
-// DeviceGuard: makes a device current for a scope and restores the caller's device after it.
+// DeviceGuard: makes a device current for a scope, with its context current on the calling thread, and restores the
+// caller's device after it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -7,11 +8,19 @@
 
 namespace tensoracle::cuda {
 
+// Whether the calling thread has a current CUDA context (the driver's cuCtxGetCurrent). A thread that has made no
+// runtime call yet has none, although cudaGetDevice already reports device 0 there.
+bool thread_has_current_context();
+
 class DeviceGuard {
  public:
+  // cudaSetDevice also when `device` is already the current device but the thread has no context yet: the libraries
+  // and driver calls of the scope (cuBLASLt's handle, CUTLASS's cuCtxGetLimit) need the device's primary context
+  // current, and on a caller's fresh thread nothing has made it so.
   explicit DeviceGuard(int device) {
     TENSORACLE_CUDA_CHECK(cudaGetDevice(&previous_), "selecting the engine's device");
-    if (previous_ != device) TENSORACLE_CUDA_CHECK(cudaSetDevice(device), "selecting the engine's device");
+    if (previous_ != device || !thread_has_current_context())
+      TENSORACLE_CUDA_CHECK(cudaSetDevice(device), "selecting the engine's device");
   }
   ~DeviceGuard() {
     int current = 0;

@@ -119,14 +119,8 @@ std::vector<PreparedCandidate> prepare_candidates(const StepLaunch& launch, cons
     for (std::size_t c = next.fetch_add(1); c < candidates.size(); c = next.fetch_add(1)) {
       PreparedCandidate& p = prepared[c];
       try {
-        DeviceGuard guard(device);
-        if (handle_sets[t] == nullptr) {
-          // A new thread has no current context until a runtime call needs one, and creating a cuBLASLt handle asks
-          // the driver for it (CUDA_ERROR_INVALID_CONTEXT, reported by compute-sanitizer): cudaSetDevice makes the
-          // device's primary context current on a pool thread, once, as start_library_handles (cuda_target.cu) does.
-          if (t != 0) TENSORACLE_CUDA_CHECK(cudaSetDevice(device), "selecting the engine's device");
-          handle_sets[t] = std::make_unique<LibraryHandles>();
-        }
+        DeviceGuard guard(device);  // also makes the device's context current on a pool thread, for cuBLASLt's handle
+        if (handle_sets[t] == nullptr) handle_sets[t] = std::make_unique<LibraryHandles>();
         StepLaunch own = launch;
         own.handles = handle_sets[t].get();
         own.workspace_bytes = scratch[c];

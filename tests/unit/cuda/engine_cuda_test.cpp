@@ -1,5 +1,6 @@
-// CUDA engine tests: results against the CPU reference, two contexts on two streams, CUDA graph capture and replay,
-// plugin layers as CUDA steps, calibration running the float network as a CUDA engine.
+// CUDA engine tests: results against the CPU reference, two contexts on two streams, an enqueue from a fresh thread,
+// CUDA graph capture and replay, plugin layers as CUDA steps, calibration running the float network as a CUDA engine.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "backends/cuda/device_guard.hpp"
 #include "gpu_test.hpp"
 #include "tensoracle/builder.hpp"
 #include "tensoracle/calibrate.hpp"
@@ -187,6 +189,67 @@ TEST(CudaEngine, CapturedGraphReplayEqualsEnqueue) {
     yb.fill(0xFF);
     capture_and_replay(*ctx, stream.get(), 3);
     EXPECT_EQ(read_back(yb, plain.shape).bytes, plain.bytes) << to_string(precision);
+  }
+}
+
+// cuCtxGetCurrent through the runtime's driver entry point (this test binary does not link libcuda).
+using CtxGetCurrent = CUresult (*)(CUcontext*);
+CtxGetCurrent driver_ctx_get_current() {
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &entry, 4000, cudaEnableDefault, &found), cudaSuccess);
+  EXPECT_EQ(found, cudaDriverEntryPointSuccess);
+  return reinterpret_cast<CtxGetCurrent>(entry);
+}
+
+// A caller's fresh thread reports device 0 from cudaGetDevice while no context is current on it. The device guard of
+// every engine call makes the context current there (cuBLASLt's handles and CUTLASS's driver calls need it), and an
+// engine made on one thread enqueues on another that has made no CUDA call before.
+TEST(CudaEngine, DeviceGuardMakesTheContextCurrentOnAFreshThread) {
+  TENSORACLE_SKIP_WITHOUT_GPU();
+  const CtxGetCurrent get_current = driver_ctx_get_current();
+  ASSERT_NE(get_current, nullptr);
+  CUcontext before = nullptr, inside = nullptr, after = nullptr;
+  int device_before = -1;
+  std::thread fresh([&] {
+    cudaGetDevice(&device_before);
+    get_current(&before);
+    {
+      cuda::DeviceGuard guard(0);
+      get_current(&inside);
+    }
+    get_current(&after);
+  });
+  fresh.join();
+  EXPECT_EQ(device_before, 0);
+  EXPECT_EQ(before, nullptr) << "the premise: a fresh thread has no current context";
+  EXPECT_NE(inside, nullptr);
+  EXPECT_NE(after, nullptr);  // the guard restores the device, and device 0's context stays current
+
+  std::mt19937 rng(31);
+  Model model(rng);
+  const HostTensor x = random_input({2, 24, 64}, rng);
+  const auto want = run_reference(model.net, {{"x", x}}).at("y");
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    auto engine = Engine::deserialize(Builder(config(precision)).build(model.net));
+    auto ctx = engine->create_execution_context();
+    TargetStream stream(Target::cuda(0));
+    ctx->set_input_shapes({{"x", x.shape}});
+    TargetBuffer xb(Target::cuda(0), x.bytes.size()), yb(Target::cuda(0), x.bytes.size());
+    xb.copy_from_host(x.bytes.data(), x.bytes.size());
+    yb.fill(0xFF);
+    ctx->set_tensor_address("x", xb.data());
+    ctx->set_tensor_address("y", yb.data());
+    CUcontext enqueue_before = nullptr;
+    std::thread caller([&] {
+      get_current(&enqueue_before);
+      ctx->enqueue(stream.get());  // the first CUDA call of this thread is the engine's
+    });
+    caller.join();
+    EXPECT_EQ(enqueue_before, nullptr);
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_LT(rel_l2(read_back(yb, x.shape), want), precision == Precision::kFp32 ? 1e-5 : 1e-2)
+        << to_string(precision);
   }
 }
 
