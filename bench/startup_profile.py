@@ -3,11 +3,12 @@
 
 Builds a model of bench/pytorch_models.py at batch 1 (fp16, CUDA), then times fresh processes:
 - `tensoracle run --verbose` on the saved engine, several times: wall time and the library's phase lines;
-- `tensoracle run` with and without CUDA's teardown at the process's exit (TENSORACLE_EXIT_TEARDOWN), interleaved;
+- `tensoracle run` with and without CUDA's teardown at the process's exit (TENSORACLE_EXIT_TEARDOWN), interleaved,
+  alone on the GPU and while another process holds a context on it;
 - `tensoracle --version` (process start, library loading, CUDA device query), and the dynamic loader's own
   statistics (LD_DEBUG=statistics);
 - the CUDA pieces alone through ctypes, each in a fresh Python process: cuInit, the primary context, cublasLtCreate,
-  cudnnCreate.
+  cudnnCreate; and cuBLASLt's first heuristic answers, with a context current and without one.
 Writes startup.json and prints a summary. Needs a GPU, torch and transformers (for the model's weights).
 
     python3 bench/startup_profile.py --cli build/tools/cli/tensoracle --out OUT [--model bert] [--runs 5]
@@ -52,6 +53,57 @@ if which in ("cudnn", "both"):
     h2 = ctypes.c_void_p()
     step("cudnnCreate", lambda: dnn[0].cudnnCreate(ctypes.byref(h2)))
 print(json.dumps(ms))
+"""
+
+# cuBLASLt's heuristic in a fresh interpreter (argv: libcublasLt, "after_context" or "before_context"): the handle and
+# three heuristic queries of f16 products (two new problems, then the first again), each timed; with
+# "before_context" no context is made current first (whether the heuristic's start can overlap the context's).
+# Prints one JSON object: milliseconds per step, or the status a step returned.
+HEURISTIC_PROBE = r"""
+import ctypes, json, sys, time
+from ctypes import byref, c_int, c_int64, c_uint64, c_void_p
+ms = {}
+def step(name, fn):
+    t = time.perf_counter(); r = fn(); ms[name] = (time.perf_counter() - t) * 1e3
+    if r not in (0, None):
+        ms[name] = f"status {r}"; print(json.dumps(ms)); raise SystemExit(0)
+cuda = ctypes.CDLL("libcuda.so.1")
+step("cuInit", lambda: cuda.cuInit(0))
+if sys.argv[2] == "after_context":
+    dev = c_int(); ctx = c_void_p()
+    cuda.cuDeviceGet(byref(dev), 0)
+    step("primary context", lambda: cuda.cuDevicePrimaryCtxRetain(byref(ctx), dev))
+    cuda.cuCtxSetCurrent(ctx)
+lt = ctypes.CDLL(sys.argv[1])
+lt.cublasLtMatrixLayoutCreate.argtypes = [ctypes.POINTER(c_void_p), c_int, c_uint64, c_uint64, c_int64]
+h = c_void_p()
+step("cublasLtCreate", lambda: lt.cublasLtCreate(byref(h)))
+def query(m, n, k):
+    op, a, b, c, pref = c_void_p(), c_void_p(), c_void_p(), c_void_p(), c_void_p()
+    lt.cublasLtMatmulDescCreate(byref(op), 68, 0)  # CUBLAS_COMPUTE_32F, CUDA_R_32F scale
+    lt.cublasLtMatrixLayoutCreate(byref(a), 2, n, k, n)  # CUDA_R_16F, column-major as the library plans them
+    lt.cublasLtMatrixLayoutCreate(byref(b), 2, k, m, k)
+    lt.cublasLtMatrixLayoutCreate(byref(c), 2, n, m, n)
+    lt.cublasLtMatmulPreferenceCreate(byref(pref))
+    ws = c_uint64(8 << 20)
+    lt.cublasLtMatmulPreferenceSetAttribute(pref, 1, byref(ws), ctypes.c_size_t(8))
+    results, found = ctypes.create_string_buffer(96 * 4), c_int()
+    return lt.cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 4, results, byref(found))
+step("heuristic, first problem (128 x 768 -> 768)", lambda: query(128, 768, 768))
+step("heuristic, second problem (128 x 768 -> 3072)", lambda: query(128, 3072, 768))
+step("heuristic, first problem again", lambda: query(128, 768, 768))
+print(json.dumps(ms))
+"""
+
+# Holds a CUDA context on GPU 0 until its stdin closes (another process using the GPU, as a server or PyTorch would).
+GPU_HOLDER = r"""
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+print("ready", flush=True)
+sys.stdin.read()
 """
 
 
@@ -132,14 +184,25 @@ def main() -> int:
     result["first_inference_ms"] = firsts
 
     # The process's end with and without CUDA's teardown at exit (TENSORACLE_EXIT_TEARDOWN=1 keeps it), interleaved:
-    # the wall after the library's "released" line is the exit.
-    teardown = {"skipped": [], "kept": []}
-    for i in range(args.runs):
-        for how, value in (("skipped", "0"), ("kept", "1")):
-            r = timed([cli, "run", engine, "--inputs", inputs, "-o", work / "out.safetensors"],
-                      env=dict(os.environ, TENSORACLE_EXIT_TEARDOWN=value))
-            if r["rc"] == 0:
-                teardown[how].append(r["seconds"])
+    # the wall after the library's "released" line is the exit. Alone on the GPU, and while another process holds a
+    # context on it (the driver then keeps the GPU initialized between processes).
+    teardown = {}
+    for holder in (False, True):
+        held = subprocess.Popen([sys.executable, "-c", GPU_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True) if holder else None
+        if held is not None and held.stdout.readline().strip() != "ready":
+            held.kill()
+            continue
+        for i in range(args.runs):
+            for how, value in (("skipped", "0"), ("kept", "1")):
+                r = timed([cli, "run", engine, "--inputs", inputs, "-o", work / "out.safetensors"],
+                          env=dict(os.environ, TENSORACLE_EXIT_TEARDOWN=value))
+                if r["rc"] == 0:
+                    teardown.setdefault(f"{how}, {'another process holding the GPU' if holder else 'alone'}",
+                                        []).append(r["seconds"])
+        if held is not None:
+            held.stdin.close()
+            held.wait(timeout=30)
     result["exit_teardown_ab_seconds"] = teardown
 
     versions = [timed([cli, "--version"])["seconds"] for _ in range(3)]
@@ -156,6 +219,11 @@ def main() -> int:
         r = timed([sys.executable, "-c", CTYPES_PROBE, which, lt or "libcublasLt.so.13", dnn or "libcudnn.so.9"])
         probes[which] = json.loads(r["stdout"]) if r["rc"] == 0 else {"error": r["stderr"][-500:]}
     result["ctypes_probes_ms"] = probes
+    heuristic = {}
+    for mode in ("after_context", "before_context"):
+        r = timed([sys.executable, "-c", HEURISTIC_PROBE, lt or "libcublasLt.so.13", mode])
+        heuristic[mode] = json.loads(r["stdout"]) if r["rc"] == 0 else {"error": r["stderr"][-500:]}
+    result["cublaslt_heuristic_probe_ms"] = heuristic
 
     (out / "startup.json").write_text(json.dumps(result, indent=2))
     print(f"engine {result['engine_bytes'] / 2 ** 20:.1f} MiB; tensoracle run wall: "
@@ -168,6 +236,9 @@ def main() -> int:
     for which, p in probes.items():
         print(f"ctypes ({which}): " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}"
                                                  for k, v in p.items()))
+    for mode, p in heuristic.items():
+        print(f"cuBLASLt's heuristic ({mode}): " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}"
+                                                          for k, v in p.items()))
     for key in ("ld_debug_statistics", "ld_debug_statistics_bind_now"):
         lines = [ln.split(":", 1)[-1].strip() for ln in result[key].splitlines()
                  if "total startup time" in ln or "time needed for relocation" in ln or "number of relocations:" in ln]
