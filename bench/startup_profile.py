@@ -233,12 +233,9 @@ def main() -> int:
         print(f"tensoracle run wall, CUDA's teardown at exit {how}: " + ", ".join(f"{s:.3f}" for s in walls_ab)
               + (f" s (median {statistics.median(walls_ab):.3f})" if walls_ab else ""))
     print("tensoracle --version wall: " + ", ".join(f"{s:.3f}" for s in versions) + " s")
-    for which, p in probes.items():
-        print(f"ctypes ({which}): " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}"
-                                                 for k, v in p.items()))
-    for mode, p in heuristic.items():
-        print(f"cuBLASLt's heuristic ({mode}): " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}"
-                                                          for k, v in p.items()))
+    for label, p in [*((f"ctypes ({which})", p) for which, p in probes.items()),
+                     *((f"cuBLASLt's heuristic ({mode})", p) for mode, p in heuristic.items())]:
+        print(f"{label}: " + ", ".join(f"{k} {v:.1f} ms" if isinstance(v, float) else f"{k} {v}" for k, v in p.items()))
     for key in ("ld_debug_statistics", "ld_debug_statistics_bind_now"):
         lines = [ln.split(":", 1)[-1].strip() for ln in result[key].splitlines()
                  if "total startup time" in ln or "time needed for relocation" in ln or "number of relocations:" in ln]

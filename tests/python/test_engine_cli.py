@@ -19,8 +19,8 @@ def cli():
     return path
 
 
-def run(cli, *args, timeout=300):
-    return subprocess.run([cli, *map(str, args)], capture_output=True, timeout=timeout)
+def run(cli, *args, timeout=300, env=None):
+    return subprocess.run([cli, *map(str, args)], capture_output=True, timeout=timeout, env=env)
 
 
 def describe(result):
@@ -31,6 +31,14 @@ def describe(result):
 def gpu_available(cli):
     out = run(cli, "--version").stdout.decode()
     return "GPU 0:" in out
+
+
+def skip_without_gpu(cli):
+    """Skips the calling test where no GPU is visible; fails it instead under TENSORACLE_REQUIRE_GPU=1."""
+    if not gpu_available(cli):
+        if os.environ.get("TENSORACLE_REQUIRE_GPU") == "1":
+            pytest.fail("TENSORACLE_REQUIRE_GPU=1 but no GPU is visible")
+        pytest.skip("no CUDA GPU on this machine")
 
 
 @pytest.fixture
@@ -104,10 +112,10 @@ def test_cuda_libraries_are_opened_only_when_a_gpu_is_queried(cli, model):
     for args in (["build", directory / "net.json", "-o", directory / "again.engine", "--target", "cpu",
                   "--profile", "x=1x16:4x16:8x16"],
                  ["run", engine, "--inputs", directory / "in.safetensors", "-o", directory / "out.safetensors"]):
-        result = subprocess.run([cli, *map(str, args)], capture_output=True, timeout=300, env=traced)
+        result = run(cli, *args, env=traced)
         assert result.returncode == 0, describe(result)
         assert b"libcublasLt" not in result.stderr, args[0]
-    version = subprocess.run([cli, "--version"], capture_output=True, timeout=60, env=traced)
+    version = run(cli, "--version", timeout=60, env=traced)
     assert version.returncode == 0, describe(version)
     if b"CUDA backend: built" in version.stdout:
         assert b"libcublasLt" in version.stderr
@@ -247,10 +255,7 @@ def test_bench_reports_percentiles(cli, model):
 
 
 def test_cuda_engine_matches_cpu_engine(cli, model):
-    if not gpu_available(cli):
-        if os.environ.get("TENSORACLE_REQUIRE_GPU") == "1":
-            pytest.fail("TENSORACLE_REQUIRE_GPU=1 but no GPU is visible")
-        pytest.skip("no CUDA GPU on this machine")
+    skip_without_gpu(cli)
     directory, params = model
     x = np.random.default_rng(2).standard_normal((7, 16)).astype(np.float32)
     stnp.save_file({"x": x}, str(directory / "in.safetensors"))
@@ -272,10 +277,7 @@ def test_cuda_engine_matches_cpu_engine(cli, model):
 def test_cuda_commands_end_without_teardown_and_lose_no_output(cli, model):
     """After a CUDA engine, `run` and `bench` end the process without CUDA's teardown at exit (process_exit.cpp);
     their files, stdout (a pipe: fully buffered) and stderr must still be complete, with the teardown or without."""
-    if not gpu_available(cli):
-        if os.environ.get("TENSORACLE_REQUIRE_GPU") == "1":
-            pytest.fail("TENSORACLE_REQUIRE_GPU=1 but no GPU is visible")
-        pytest.skip("no CUDA GPU on this machine")
+    skip_without_gpu(cli)
     directory, params = model
     x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
     stnp.save_file({"x": x}, str(directory / "in.safetensors"))
@@ -284,14 +286,12 @@ def test_cuda_commands_end_without_teardown_and_lose_no_output(cli, model):
     for teardown in ("0", "1"):
         env = dict(os.environ, TENSORACLE_EXIT_TEARDOWN=teardown)
         out = directory / f"out{teardown}.safetensors"
-        result = subprocess.run([str(cli), "run", str(engine), "--inputs", str(directory / "in.safetensors"), "-o",
-                                 str(out), "--verbose"], capture_output=True, env=env, timeout=300)
+        result = run(cli, "run", engine, "--inputs", directory / "in.safetensors", "-o", out, "--verbose", env=env)
         assert result.returncode == 0, describe(result)
         stderr = result.stderr.decode()
         assert "first inference" in stderr and "engine, context and buffers released" in stderr, describe(result)
         got = stnp.load_file(str(out))["logits"]
         assert np.linalg.norm(got - logits) / np.linalg.norm(logits) < 1e-5
-        result = subprocess.run([str(cli), "bench", str(engine), "--iterations", "5"], capture_output=True, env=env,
-                                timeout=300)
+        result = run(cli, "bench", engine, "--iterations", "5", env=env)
         assert result.returncode == 0, describe(result)
         assert json.loads(result.stdout)["target_time_ms"]["p50"] > 0
