@@ -8,7 +8,8 @@ Builds a model of bench/pytorch_models.py at batch 1 (fp16, CUDA), then times fr
 - `tensoracle --version` (process start, library loading, CUDA device query), and the dynamic loader's own
   statistics (LD_DEBUG=statistics);
 - the CUDA pieces alone through ctypes, each in a fresh Python process: cuInit, the primary context, cublasLtCreate,
-  cudnnCreate; and cuBLASLt's first heuristic answers, with a context current and without one.
+  cudnnCreate; and cuBLASLt's first heuristic answers, with a context current and without one, and
+  its first check of an algorithm stored before (what a load that kept the build's choice would ask instead).
 Writes startup.json and prints a summary. Needs a GPU, torch and transformers (for the model's weights).
 
     python3 bench/startup_profile.py --cli build/tools/cli/tensoracle --out OUT [--model bert] [--runs 5]
@@ -56,8 +57,11 @@ print(json.dumps(ms))
 """
 
 # cuBLASLt's heuristic in a fresh interpreter (argv: libcublasLt, "after_context" or "before_context"): the handle and
-# three heuristic queries of f16 products (two new problems, then the first again), each timed; with
-# "before_context" no context is made current first (whether the heuristic's start can overlap the context's).
+# three heuristic queries of f16 products (two new problems, then the first again), then a second handle's first
+# query (a third problem), each timed; with
+# "before_context" no context is made current first (whether the heuristic's start can overlap the context's);
+# "stored_algo HEX" (HEX: the algorithm an "after_context" run printed for the first problem) first checks that stored
+# algorithm with cublasLtMatmulAlgoCheck, as a load that kept the build's choice would, then asks the heuristic.
 # Prints one JSON object: milliseconds per step, or the status a step returned.
 HEURISTIC_PROBE = r"""
 import ctypes, json, sys, time
@@ -69,7 +73,7 @@ def step(name, fn):
         ms[name] = f"status {r}"; print(json.dumps(ms)); raise SystemExit(0)
 cuda = ctypes.CDLL("libcuda.so.1")
 step("cuInit", lambda: cuda.cuInit(0))
-if sys.argv[2] == "after_context":
+if sys.argv[2] in ("after_context", "stored_algo"):
     dev = c_int(); ctx = c_void_p()
     cuda.cuDeviceGet(byref(dev), 0)
     step("primary context", lambda: cuda.cuDevicePrimaryCtxRetain(byref(ctx), dev))
@@ -78,20 +82,51 @@ lt = ctypes.CDLL(sys.argv[1])
 lt.cublasLtMatrixLayoutCreate.argtypes = [ctypes.POINTER(c_void_p), c_int, c_uint64, c_uint64, c_int64]
 h = c_void_p()
 step("cublasLtCreate", lambda: lt.cublasLtCreate(byref(h)))
-def query(m, n, k):
-    op, a, b, c, pref = c_void_p(), c_void_p(), c_void_p(), c_void_p(), c_void_p()
+def descriptors(m, n, k):
+    op, a, b, c = c_void_p(), c_void_p(), c_void_p(), c_void_p()
     lt.cublasLtMatmulDescCreate(byref(op), 68, 0)  # CUBLAS_COMPUTE_32F, CUDA_R_32F scale
     lt.cublasLtMatrixLayoutCreate(byref(a), 2, n, k, n)  # CUDA_R_16F, column-major as the library plans them
     lt.cublasLtMatrixLayoutCreate(byref(b), 2, k, m, k)
     lt.cublasLtMatrixLayoutCreate(byref(c), 2, n, m, n)
+    return op, a, b, c
+first_algo = {}
+def query(m, n, k):
+    op, a, b, c = descriptors(m, n, k)
+    pref = c_void_p()
     lt.cublasLtMatmulPreferenceCreate(byref(pref))
     ws = c_uint64(8 << 20)
     lt.cublasLtMatmulPreferenceSetAttribute(pref, 1, byref(ws), ctypes.c_size_t(8))
     results, found = ctypes.create_string_buffer(96 * 4), c_int()
-    return lt.cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 4, results, byref(found))
+    status = lt.cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 4, results, byref(found))
+    first_algo.setdefault((m, n, k), results.raw[:64].hex())  # the first result's cublasLtMatmulAlgo_t
+    return status
+def check(m, n, k, algo_hex):
+    op, a, b, c = descriptors(m, n, k)
+    algo, result = ctypes.create_string_buffer(bytes.fromhex(algo_hex), 64), ctypes.create_string_buffer(96)
+    return lt.cublasLtMatmulAlgoCheck(h, op, a, b, c, c, algo, result)
+if sys.argv[2] == "stored_algo":
+    step("stored algorithm checked, first problem (cublasLtMatmulAlgoCheck)", lambda: check(128, 768, 768, sys.argv[3]))
+    step("stored algorithm checked again", lambda: check(128, 768, 768, sys.argv[3]))
 step("heuristic, first problem (128 x 768 -> 768)", lambda: query(128, 768, 768))
 step("heuristic, second problem (128 x 768 -> 3072)", lambda: query(128, 3072, 768))
 step("heuristic, first problem again", lambda: query(128, 768, 768))
+# A second handle's first answer: whether the first answer's cost is the process's (paid once) or each handle's.
+step("second handle (cublasLtCreate)", lambda: lt.cublasLtCreate(byref(h)))
+step("second handle's heuristic, a third problem (128 x 3072 -> 768)", lambda: query(128, 768, 3072))
+ms["first problem's algorithm"] = first_algo[(128, 768, 768)]
+# Whether cuBLASLt made the primary context (active) or a context current on its own (before_context).
+dev0, flags, active, current = c_int(), ctypes.c_uint(), c_int(), c_void_p()
+cuda.cuDeviceGet(byref(dev0), 0)
+cuda.cuDevicePrimaryCtxGetState(dev0, byref(flags), byref(active))
+cuda.cuCtxGetCurrent(byref(current))
+ms["primary context active after"] = active.value
+ms["a context current after"] = current.value is not None
+if sys.argv[2] == "before_context":  # then the context, and a handle made in it: does the warm-up before it carry over?
+    ctx2 = c_void_p()
+    step("primary context, after the heuristic", lambda: cuda.cuDevicePrimaryCtxRetain(byref(ctx2), dev0))
+    cuda.cuCtxSetCurrent(ctx2)
+    step("a handle in the context (cublasLtCreate)", lambda: lt.cublasLtCreate(byref(h)))
+    step("its heuristic, a fourth problem (256 x 768 -> 768)", lambda: query(256, 768, 768))
 print(json.dumps(ms))
 """
 
@@ -220,8 +255,14 @@ def main() -> int:
         probes[which] = json.loads(r["stdout"]) if r["rc"] == 0 else {"error": r["stderr"][-500:]}
     result["ctypes_probes_ms"] = probes
     heuristic = {}
-    for mode in ("after_context", "before_context"):
-        r = timed([sys.executable, "-c", HEURISTIC_PROBE, lt or "libcublasLt.so.13", mode])
+    for mode in ("after_context", "before_context", "stored_algo"):
+        extra = []
+        if mode == "stored_algo":  # the algorithm the after_context run's heuristic chose for the first problem
+            extra = [heuristic["after_context"].get("first problem's algorithm", "")]
+            if not extra[0]:
+                heuristic[mode] = {"error": "the after_context run printed no algorithm"}
+                continue
+        r = timed([sys.executable, "-c", HEURISTIC_PROBE, lt or "libcublasLt.so.13", mode, *extra])
         heuristic[mode] = json.loads(r["stdout"]) if r["rc"] == 0 else {"error": r["stderr"][-500:]}
     result["cublaslt_heuristic_probe_ms"] = heuristic
 

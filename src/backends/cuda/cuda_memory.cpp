@@ -37,11 +37,8 @@ void* device_malloc(int device, std::size_t bytes) {
 }
 
 void device_free(int device, void* pointer) noexcept {
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device);
+  const DeviceGuard guard(device, std::nothrow);
   cudaFree(pointer);
-  cudaSetDevice(previous);
 }
 
 void copy_to_device(int device, void* destination, const void* source, std::size_t bytes) {
@@ -67,11 +64,8 @@ CUstream_st* stream_create(int device) {
 }
 
 void stream_destroy(int device, CUstream_st* stream) noexcept {
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device);
+  const DeviceGuard guard(device, std::nothrow);
   cudaStreamDestroy(stream);
-  cudaSetDevice(previous);
 }
 
 void stream_synchronize(int device, CUstream_st* stream) {
@@ -87,11 +81,8 @@ void* event_create(int device) {
 }
 
 void event_destroy(int device, void* event) noexcept {
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device);
+  const DeviceGuard guard(device, std::nothrow);
   cudaEventDestroy(static_cast<cudaEvent_t>(event));
-  cudaSetDevice(previous);
 }
 
 void event_record(int device, void* event, CUstream_st* stream) {

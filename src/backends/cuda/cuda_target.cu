@@ -218,14 +218,11 @@ class CudaEngine final : public TargetEngine {
   }
 
   void release() noexcept {
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device_);
+    const DeviceGuard guard(device_, std::nothrow);
     for (const auto& [offset, binary] : libraries_) cudaLibraryUnload(binary.library);
     libraries_.clear();
     if (weights_ != nullptr) cudaFree(weights_);
     weights_ = nullptr;
-    cudaSetDevice(previous);
   }
 };
 
@@ -489,9 +486,7 @@ class CudaContext final : public TargetContext {
   }
 
   void release() noexcept {
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(engine_.device_);
+    const DeviceGuard guard(engine_.device_, std::nothrow);
     release_graphs();
     if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
     capture_stream_ = nullptr;
@@ -500,7 +495,6 @@ class CudaContext final : public TargetContext {
     if (arena_) cudaFree(arena_);
     if (scratch_) cudaFree(scratch_);
     arena_ = scratch_ = nullptr;
-    cudaSetDevice(previous);
   }
 
   const CudaEngine& engine_;

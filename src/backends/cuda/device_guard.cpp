@@ -5,7 +5,7 @@
 
 namespace tensoracle::cuda {
 
-bool thread_has_current_context() {
+bool thread_has_current_context() noexcept {
   using GetCurrent = CUresult (*)(CUcontext*);
   static const GetCurrent get_current = [] {
     void* entry = nullptr;

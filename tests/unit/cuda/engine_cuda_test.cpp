@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <new>
 #include <random>
 #include <regex>
 #include <string>
@@ -215,22 +217,25 @@ TEST(CudaEngine, DeviceGuardMakesTheContextCurrentOnAFreshThread) {
   TENSORACLE_SKIP_WITHOUT_GPU();
   const CtxGetCurrent get_current = driver_ctx_get_current();
   ASSERT_NE(get_current, nullptr);
-  CUcontext before = nullptr, inside = nullptr, after = nullptr;
-  int device_before = -1;
-  std::thread fresh([&] {
-    cudaGetDevice(&device_before);
-    get_current(&before);
-    {
-      cuda::DeviceGuard guard(0);
-      get_current(&inside);
-    }
-    get_current(&after);
-  });
-  fresh.join();
-  EXPECT_EQ(device_before, 0);
-  EXPECT_EQ(before, nullptr) << "the premise: a fresh thread has no current context";
-  EXPECT_NE(inside, nullptr);
-  EXPECT_NE(after, nullptr);  // the guard restores the device, and device 0's context stays current
+  for (const bool nothrow : {false, true}) {  // the release paths' form (std::nothrow) switches the same way
+    CUcontext before = nullptr, inside = nullptr, after = nullptr;
+    int device_before = -1;
+    std::thread fresh([&] {
+      cudaGetDevice(&device_before);
+      get_current(&before);
+      {
+        const auto guard =
+            nothrow ? std::make_unique<cuda::DeviceGuard>(0, std::nothrow) : std::make_unique<cuda::DeviceGuard>(0);
+        get_current(&inside);
+      }
+      get_current(&after);
+    });
+    fresh.join();
+    EXPECT_EQ(device_before, 0);
+    EXPECT_EQ(before, nullptr) << "the premise: a fresh thread has no current context";
+    EXPECT_NE(inside, nullptr) << (nothrow ? "std::nothrow" : "throwing");
+    EXPECT_NE(after, nullptr);  // the guard restores the device, and device 0's context stays current
+  }
 
   std::mt19937 rng(31);
   Model model(rng);
