@@ -61,6 +61,10 @@ struct ConfigTraits<GemmConfig::kCooperative128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
              cutlass::epilogue::TmaWarpSpecializedCooperative> {};
 template <int kBits>
+struct ConfigTraits<GemmConfig::kCooperative128x192, kBits>
+    : Config<128, 192, 1024 / kBits, 2, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+             cutlass::epilogue::TmaWarpSpecializedCooperative> {};
+template <int kBits>
 struct ConfigTraits<GemmConfig::kPingpong128x128, kBits>
     : Config<128, 128, 1024 / kBits, 1, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
              cutlass::epilogue::TmaWarpSpecialized> {};
@@ -371,13 +375,16 @@ std::unique_ptr<FusedGemm> make_typed_small_tile_gemm(GemmConfig config, Activat
   }
 }
 
-// The 128x128 ping-pong configuration of one element type without an activation, with a residual C or without C: a
-// plain product whose tile's epilogue overlaps the other warpgroup's products, for products with few tiles across
-// (ViT's and BERT-large's attention output projections: 768 or 1024 columns); nullptr for another configuration.
+// The plain products (no activation) of one element type with 128-row tiles, with a residual C or without C; nullptr
+// for another configuration. The 128x128 ping-pong tile: its epilogue overlaps the other warpgroup's products, for
+// products with few tiles across (ViT's and BERT-large's attention output projections: 768 or 1024 columns). The
+// 128x192 cooperative tile: 768 or 2304 columns are whole tiles of it, and 4096 rows by 768 columns (BERT-base b32's
+// and GPT-2 b8's attention output and second MLP products) make 128 tiles, one wave on 132 multiprocessors, where
+// 128x128 tiles make 192 (a second wave of 60) and 128x256 tiles 96.
 template <typename Element>
 std::unique_ptr<FusedGemm> make_typed_plain_gemm(GemmConfig config, bool residual, int device, int sm_count) {
-  return make_typed_fused_gemm<Element, cutlass::epilogue::thread::Identity, GemmConfig::kPingpong128x128>(
-      config, residual, device, sm_count);
+  return make_typed_fused_gemm<Element, cutlass::epilogue::thread::Identity, GemmConfig::kPingpong128x128,
+                               GemmConfig::kCooperative128x192>(config, residual, device, sm_count);
 }
 
 // quantized_linear's product of `config` for one operand type, f16 result: the configurations of kBuilt only. i8
@@ -446,7 +453,7 @@ std::unique_ptr<FusedGemm> make_f16_small_tile_gemm(GemmConfig config, Activatio
                                                     int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_small_tile_gemm(GemmConfig config, Activation activation, bool residual,
                                                      int device, int sm_count);
-// linear's plain 128x128 ping-pong products (make_typed_plain_gemm): f16 (..._plain.cu), bf16 (..._bf16_plain.cu).
+// linear's plain 128-row products (make_typed_plain_gemm): f16 (..._plain.cu), bf16 (..._bf16_plain.cu).
 std::unique_ptr<FusedGemm> make_f16_plain_gemm(GemmConfig config, bool residual, int device, int sm_count);
 std::unique_ptr<FusedGemm> make_bf16_plain_gemm(GemmConfig config, bool residual, int device, int sm_count);
 // The quantized products, f16 result (..._fp8.cu, ..._int8.cu) and result quantized again (..._requantized.cu).

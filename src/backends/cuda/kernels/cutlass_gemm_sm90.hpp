@@ -23,6 +23,7 @@ enum class GemmConfig {
   kCooperative128x256,    // 128x256x64 tiles, clusters of 2x1
   kCooperative256x128,    // 256x128x64 tiles (a 128x128 half a consumer warpgroup), clusters of 1x2
   kCooperative128x128,    // 128x128x64 tiles, no cluster
+  kCooperative128x192,    // 128x192x64 tiles, clusters of 2x1 (no activation only: make_typed_plain_gemm)
   kPingpong128x128,       // 128x128x64 tiles, no cluster
   kPingpong128x128Epi64,  // the same with 64x64 epilogue subtiles (CUTLASS's default: 64x32)
   // Small tiles, for products of few rows (a batch of one sequence): more tiles than 128-row ones keep more of the

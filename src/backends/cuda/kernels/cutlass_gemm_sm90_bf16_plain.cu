@@ -1,6 +1,6 @@
-// linear's plain products of cutlass_gemm_sm90.hpp for bf16 operands: the 128x128 ping-pong tile without an activation,
-// with a residual C or without C (compiled for sm_90a only, in a file of its own so that the instantiations compile in
-// parallel).
+// linear's plain products of cutlass_gemm_sm90.hpp for bf16 operands: the 128x128 ping-pong and 128x192 cooperative
+// tiles without an activation, with a residual C or without C (compiled for sm_90a only, in a file of its own so that
+// the instantiations compile in parallel).
 #include "backends/cuda/kernels/cutlass_gemm_sm90.cuh"
 
 namespace tensoracle::cuda::sm90 {

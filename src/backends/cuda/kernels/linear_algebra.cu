@@ -1096,9 +1096,11 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
   // After cuBLASLt's entries (the first candidate is what --no-timing builds take), where this build has them.
   if (sm90::kFusedGemmBuilt) {
     using sm90::GemmConfig;
-    // erf-GELU: every configuration. No activation: the small tiles, for products of few rows, and the 128x128
-    // ping-pong tile, whose epilogue overlaps the products, for products of few columns (with many rows and columns
-    // cuBLASLt's plain products run at 643-656 TFLOP/s, docs/performance.md).
+    // erf-GELU: every configuration but the 128x192 tile. No activation: the small tiles, for products of few rows,
+    // the 128x128 ping-pong tile, whose epilogue overlaps the products, for products of few columns, and the 128x192
+    // cooperative tile, whose tiles fill one wave where 128x128 ones leave a partial second (768 or 2304 columns;
+    // make_typed_plain_gemm). With many rows and columns cuBLASLt's plain products run at 643-656 TFLOP/s
+    // (docs/performance.md).
 #define TENSORACLE_CUTLASS_LINEAR(dtype_name, dtype, config, config_name, gelu)   \
   prepared_kernel<prepare_fused_linear<GemmConfig::config>, launch_fused_linear>( \
       "linear_" #dtype_name "_f32acc_cutlass_sm90_" config_name, "linear", supports_fused_linear<dtype, gelu>)
@@ -1113,6 +1115,7 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x128, "pingpong64x128", false),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong64x64, "pingpong64x64", false),
         TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kPingpong128x128, "pingpong128x128", false),
+        TENSORACLE_CUTLASS_LINEAR(f16, DataType::kF16, kCooperative128x192, "coop128x192", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x256, "coop128x256_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative256x128, "coop256x128_gelu_erf", true),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x128, "coop128x128_gelu_erf", true),
@@ -1123,6 +1126,7 @@ void register_linear_algebra_kernels(std::vector<KernelEntry>& kernels) {
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x128, "pingpong64x128", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong64x64, "pingpong64x64", false),
         TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kPingpong128x128, "pingpong128x128", false),
+        TENSORACLE_CUTLASS_LINEAR(bf16, DataType::kBF16, kCooperative128x192, "coop128x192", false),
     };
 #undef TENSORACLE_CUTLASS_LINEAR
     kernels.insert(kernels.end(), fused.begin(), fused.end());
